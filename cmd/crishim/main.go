@@ -1,0 +1,125 @@
+// Command crishim is the CRI interposer daemon: the kubelet talks to its
+// socket as if it were the runtime, and crishim forwards every call to the
+// real runtime, intercepting the few where it adds something.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"google.golang.org/grpc"
+
+	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/proxy"
+	"github.com/crishim/crishim/shim"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, errHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "crishim: %v\n", err)
+		os.Exit(2)
+	}
+	if cfg.showVersion {
+		fmt.Println("crishim", version)
+		return
+	}
+	log := newLogger(cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("crishim failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is canceled (SIGTERM/SIGINT), then shuts down: stop
+// accepting, let in-flight calls finish within the shutdown timeout, remove
+// the socket.
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	backend, err := proxy.Dial(proxy.BackendOptions{
+		RuntimeEndpoint: cfg.runtimeEndpoint,
+		ImageEndpoint:   cfg.imageEndpoint,
+		MaxMessageSize:  cfg.maxMessageSize,
+	})
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+
+	sh := shim.New(backend, shim.Options{
+		Version:         version,
+		RuntimeEndpoint: cfg.runtimeEndpoint,
+		ImageEndpoint:   cfg.imageEndpoint,
+	})
+	m := metrics.New(version, proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...))
+	srv, err := proxy.NewServer(backend, proxy.ServerOptions{
+		MaxMessageSize: cfg.maxMessageSize,
+		Intercept:      sh.Intercepted(),
+		Services:       sh.Services(),
+		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor()},
+		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor()},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := proxy.Listen(cfg.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	var httpSrv *metrics.HTTPServer
+	if cfg.metricsAddress != "" {
+		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, backend.Ready, log); err != nil {
+			return err
+		}
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	if httpSrv != nil {
+		go func() { errc <- httpSrv.Serve() }()
+	}
+	log.Info("crishim serving", "version", version, "listen", ln.Path(),
+		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(httpSrv))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	case serveErr = <-errc:
+		log.Error("server stopped", "err", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if httpSrv != nil {
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("metrics server shutdown", "err", err)
+		}
+	}
+	if err := ln.Close(); err != nil {
+		log.Warn("closing socket", "err", err)
+	}
+	log.Info("stopped")
+	return serveErr
+}
+
+func metricsAddr(s *metrics.HTTPServer) string {
+	if s == nil {
+		return "disabled"
+	}
+	return s.Addr()
+}

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// DefaultMaxMessageSize is the kubelet's CRI message size limit (16 MiB):
+// crishim must accept whatever the kubelet may send and the runtime may answer.
+const DefaultMaxMessageSize = 16 << 20
+
+// imageServicePrefix routes ImageService calls to the image endpoint.
+const imageServicePrefix = "/runtime.v1.ImageService/"
+
+// BackendOptions says where the runtime is.
+type BackendOptions struct {
+	RuntimeEndpoint string // unix:///path, as the kubelet takes it
+	ImageEndpoint   string // empty means the runtime endpoint
+	MaxMessageSize  int    // 0 means DefaultMaxMessageSize
+}
+
+// Backend holds the connections to the runtime. They are created lazily and
+// reconnect by themselves with a short backoff: a runtime that is down at
+// start or restarts later is normal life, not a reason to exit.
+type Backend struct {
+	runtime, image *grpc.ClientConn
+}
+
+// reconnectBackoff keeps reconnection quick after a containerd restart
+// (grpc's default caps at 2 minutes, far too long for a node daemon) while
+// still backing off a runtime that stays down.
+var reconnectBackoff = backoff.Config{
+	BaseDelay:  50 * time.Millisecond,
+	Multiplier: 1.6,
+	Jitter:     0.2,
+	MaxDelay:   2 * time.Second,
+}
+
+// Dial creates the runtime (and, if different, image) connections.
+func Dial(opts BackendOptions) (*Backend, error) {
+	runtimePath, err := ParseEndpoint(opts.RuntimeEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("runtime endpoint: %w", err)
+	}
+	imagePath := runtimePath
+	if opts.ImageEndpoint != "" {
+		if imagePath, err = ParseEndpoint(opts.ImageEndpoint); err != nil {
+			return nil, fmt.Errorf("image endpoint: %w", err)
+		}
+	}
+	size := opts.MaxMessageSize
+	if size <= 0 {
+		size = DefaultMaxMessageSize
+	}
+	b := &Backend{}
+	if b.runtime, err = dialUnix(runtimePath, size); err != nil {
+		return nil, fmt.Errorf("runtime endpoint: %w", err)
+	}
+	b.image = b.runtime
+	if imagePath != runtimePath {
+		if b.image, err = dialUnix(imagePath, size); err != nil {
+			_ = b.runtime.Close()
+			return nil, fmt.Errorf("image endpoint: %w", err)
+		}
+	}
+	return b, nil
+}
+
+func dialUnix(path string, maxMsg int) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The kubelet uses this authority for unix sockets too.
+		grpc.WithAuthority("localhost"),
+		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(newCodec()),
+			grpc.MaxCallRecvMsgSize(maxMsg),
+			grpc.MaxCallSendMsgSize(maxMsg),
+		),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}),
+		// An idle channel would make the next kubelet call pay for a reconnect.
+		grpc.WithIdleTimeout(0),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
+	conn.Connect()
+	return conn, nil
+}
+
+// RuntimeConn is the connection to the runtime service, for intercepted
+// calls that forward through typed clients.
+func (b *Backend) RuntimeConn() *grpc.ClientConn { return b.runtime }
+
+// ImageConn is the connection to the image service.
+func (b *Backend) ImageConn() *grpc.ClientConn { return b.image }
+
+// connFor routes a full method name to its backend connection. Anything that
+// is not the image service goes to the runtime, including services crishim
+// has never heard of.
+func (b *Backend) connFor(method string) *grpc.ClientConn {
+	if b.image != b.runtime && strings.HasPrefix(method, imageServicePrefix) {
+		return b.image
+	}
+	return b.runtime
+}
+
+// Ready reports whether the runtime (and image service) answer CRI calls.
+func (b *Backend) Ready(ctx context.Context) error {
+	if _, err := runtimeapi.NewRuntimeServiceClient(b.runtime).Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		return fmt.Errorf("runtime service: %w", err)
+	}
+	if b.image != b.runtime {
+		if _, err := runtimeapi.NewImageServiceClient(b.image).ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{}); err != nil {
+			return fmt.Errorf("image service: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close closes the backend connections.
+func (b *Backend) Close() error {
+	err := b.runtime.Close()
+	if b.image != b.runtime {
+		err = errors.Join(err, b.image.Close())
+	}
+	return err
+}

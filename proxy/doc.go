@@ -1,0 +1,8 @@
+// Package proxy is crishim's transport: it listens on the kubelet-facing unix
+// socket, dials the runtime, and relays every gRPC call it is not told to
+// intercept as raw wire bytes, so pass-through calls are never decoded and
+// methods newer than the compiled cri-api reach the runtime intact.
+//
+// The one place where a call stops being pass-through is the Method list given
+// to NewServer (see Unary): everything else goes to the raw handler.
+package proxy
