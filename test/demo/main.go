@@ -1,0 +1,152 @@
+// Command demo is `make demo`: it starts a private containerd, puts crishim
+// in front of it and walks through what crishim does, printing each step.
+// With --keep both stay running for crictl or a kubelet; --clean removes
+// what a kept demo left.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/crishim/crishim/test/harness"
+)
+
+func main() {
+	crishim := flag.String("crishim", "bin/crishim", "crishim binary")
+	crishimctl := flag.String("crishimctl", "bin/crishimctl", "crishimctl binary")
+	keep := flag.Bool("keep", false, "leave containerd and crishim running")
+	clean := flag.Bool("clean", false, "remove what a kept demo left running, then exit")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if *clean {
+		err = cleanKept()
+	} else {
+		err = run(ctx, *crishim, *crishimctl, *keep)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// crishimPidFile is where a kept demo records its crishim, inside the slot.
+const crishimPidFile = "crishim.pid"
+
+func run(ctx context.Context, crishimBin, ctlBin string, keep bool) error {
+	if os.Geteuid() != 0 {
+		return errors.New("the demo starts a private containerd and needs root")
+	}
+	for _, bin := range []string{crishimBin, ctlBin} {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("%s: %w (run `make build` first)", bin, err)
+		}
+	}
+	say("Starting a private containerd (Debian's containerd + runc, offline images, own CNI bridge)")
+	start := time.Now()
+	cd, err := harness.Start(ctx, harness.Options{Detach: keep})
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer func() {
+			say("Tearing down the private containerd")
+			if err := cd.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "demo: teardown:", err)
+			}
+		}()
+	}
+	detail("containerd %s in %s (up in %s)", cd.Endpoint, cd.Dir, time.Since(start).Round(time.Millisecond))
+
+	sock := filepath.Join(cd.Dir, "crishim.sock")
+	say("Starting crishim in front of it")
+	d, err := startCrishim(crishimBin, sock, cd, keep)
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer d.stop()
+	}
+	detail("crishim --listen %s --runtime-endpoint %s --metrics-address %s", sock, cd.Endpoint, d.metrics)
+
+	if err := walk(ctx, ctlBin, d, cd); err != nil {
+		return err
+	}
+	if keep {
+		say("Left running (make demo-clean removes both)")
+		fmt.Printf(`
+  crishim socket:   unix://%[1]s
+  containerd:       %[2]s
+  metrics:          http://%[3]s/metrics
+
+  crictl --runtime-endpoint unix://%[1]s ps
+  %[4]s --endpoint unix://%[1]s status
+  kubelet --container-runtime-endpoint unix://%[1]s ...
+`, sock, cd.Endpoint, d.metrics, ctlBin)
+	}
+	return nil
+}
+
+func say(format string, args ...any) {
+	fmt.Printf("\n==> "+format+"\n", args...)
+}
+
+func detail(format string, args ...any) {
+	fmt.Printf("    "+format+"\n", args...)
+}
+
+// cleanKept stops kept demos' crishims, then their containerds.
+func cleanKept() error {
+	pidFiles, _ := filepath.Glob(filepath.Join(harness.BaseDir, "slot-*", crishimPidFile))
+	for _, f := range pidFiles {
+		if err := killRecorded(f); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+		}
+	}
+	removed, err := harness.TeardownDetached()
+	for _, dir := range removed {
+		fmt.Println("removed", dir)
+	}
+	if len(removed) == 0 && err == nil {
+		fmt.Println("no kept demo found")
+	}
+	return err
+}
+
+// killRecorded stops the crishim whose pid a kept demo wrote, after checking
+// the pid still belongs to that crishim (pids are reused).
+func killRecorded(pidFile string) error {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), filepath.Dir(pidFile)) {
+		return os.Remove(pidFile) // already gone
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop crishim %d: %w", pid, err)
+	}
+	for range 100 {
+		if syscall.Kill(pid, 0) != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println("stopped crishim", pid)
+	return os.Remove(pidFile)
+}

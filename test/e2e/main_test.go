@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/crishim/crishim/test/harness"
+)
+
+var (
+	// testbed is the private containerd shared by the tests of this package.
+	testbed *harness.Containerd
+	// binDir holds the crishim and crishimctl binaries built for this run.
+	binDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		return 0
+	}
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: SKIP: end-to-end tests start a private containerd and need root (run `sudo make test`)")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "crishim-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	for _, cmd := range []string{"crishim", "crishimctl"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/crishim/crishim/cmd/"+cmd)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n", cmd, err)
+			return 1
+		}
+	}
+	start := time.Now()
+	testbed, err = harness.Start(ctx, harness.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start private containerd:", err)
+		return 1
+	}
+	fmt.Printf("e2e: private containerd in %s up in %s (slot %d, %s)\n", testbed.Dir, time.Since(start).Round(time.Millisecond), testbed.Slot, testbed.Endpoint)
+	code := m.Run()
+	if err := testbed.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: teardown:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}

@@ -1,0 +1,148 @@
+package harness
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// busyboxPath is the static busybox the images are built from; busybox-static installs it.
+const busyboxPath = "/bin/busybox"
+
+// aptPackages is what EnsurePackages installs when anything is missing.
+var aptPackages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static"}
+
+// requirement is one file the harness needs and the Debian package providing it.
+type requirement struct {
+	name    string // binary name looked up in PATH, or an absolute path
+	pkg     string
+	isValid func(path string) error // optional extra check on the found file
+}
+
+var requirements = []requirement{
+	{name: "containerd", pkg: "containerd"},
+	{name: "containerd-shim-runc-v2", pkg: "containerd"},
+	{name: "ctr", pkg: "containerd"},
+	{name: "runc", pkg: "runc"},
+	{name: filepath.Join(cniBinDir, "bridge"), pkg: "containernetworking-plugins"},
+	{name: filepath.Join(cniBinDir, "host-local"), pkg: "containernetworking-plugins"},
+	{name: filepath.Join(cniBinDir, "loopback"), pkg: "containernetworking-plugins"},
+	{name: busyboxPath, pkg: "busybox-static", isValid: checkStatic},
+	{name: "ip", pkg: "iproute2"},
+}
+
+// ensureMu serialises EnsurePackages so parallel tests do not race two apt-gets, which would
+// fail on dpkg's lock.
+var ensureMu sync.Mutex
+
+// EnsurePackages makes sure containerd, its runc v2 shim, ctr, runc, the CNI bridge,
+// host-local and loopback plugins, a static /bin/busybox and ip (iproute2) are installed.
+// When something is missing and we are root it runs `apt-get update` once and then
+// `apt-get install -y containerd runc containernetworking-plugins busybox-static` (plus
+// iproute2 if ip is missing); when not root it returns an error naming the missing pieces
+// and the command to run.
+func EnsurePackages(ctx context.Context) error {
+	ensureMu.Lock()
+	defer ensureMu.Unlock()
+
+	missing, pkgs := missingRequirements()
+	if len(missing) == 0 {
+		return nil
+	}
+	cmdline := "apt-get install -y " + strings.Join(pkgs, " ")
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing %s; install them as root: apt-get update && %s", strings.Join(missing, ", "), cmdline)
+	}
+	for _, args := range [][]string{{"update"}, append([]string{"install", "-y"}, pkgs...)} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s (needed for %s): %w\n%s", args[0], strings.Join(missing, ", "), err, tail(out, 2048))
+		}
+	}
+	if missing, _ := missingRequirements(); len(missing) > 0 {
+		return fmt.Errorf("still missing after %s: %s", cmdline, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// missingRequirements lists what is absent and the packages to install for it.
+func missingRequirements() (missing, pkgs []string) {
+	need := map[string]bool{}
+	for _, r := range requirements {
+		path, err := lookPath(r.name)
+		if err == nil && r.isValid != nil {
+			err = r.isValid(path)
+		}
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%v)", r.name, err))
+			need[r.pkg] = true
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	pkgs = append(pkgs, aptPackages...)
+	if need["iproute2"] {
+		pkgs = append(pkgs, "iproute2")
+	}
+	return missing, pkgs
+}
+
+// checkStatic rejects a dynamically linked busybox (Debian's "busybox" package): copied into
+// an image without its libc it could not run.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("read ELF: %w", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("dynamically linked, need busybox-static")
+		}
+	}
+	return nil
+}
+
+// tail returns at most the last n bytes of b, for error messages.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// systemBinDirs are searched after PATH: root shells may run tests with a PATH lacking the
+// sbin directories, where Debian puts runc and ip. containerd gets the same list (see
+// withSbinPath) so that what EnsurePackages finds is what containerd runs.
+var systemBinDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// lookPath finds an executable in PATH or, failing that, in systemBinDirs.
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil || filepath.IsAbs(name) {
+		return path, err
+	}
+	for _, d := range systemBinDirs {
+		if p, perr := exec.LookPath(filepath.Join(d, name)); perr == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+// binary returns the path to run name by, falling back to the bare name (and exec's own
+// error) if it cannot be found.
+func binary(name string) string {
+	if p, err := lookPath(name); err == nil {
+		return p
+	}
+	return name
+}
