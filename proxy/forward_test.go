@@ -297,7 +297,9 @@ func TestInterceptedMethodIsDecodedOthersStillRelayed(t *testing.T) {
 }
 
 func TestServiceDescsRejectsBadMethods(t *testing.T) {
-	noop := func(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) { return nil, nil }
+	noop := func(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+		return nil, nil
+	}
 	for _, methods := range [][]Method{
 		{Unary("Version", noop)},
 		{Unary("/runtime.v1.RuntimeService/", noop)},
@@ -342,5 +344,30 @@ func TestShutdownLetsInFlightCallsFinishThenEndsStreams(t *testing.T) {
 	}
 	if err := cs.RecvMsg(&f0); err == nil {
 		t.Error("stream still open after shutdown")
+	}
+}
+
+func TestImageCallsGoToTheImageEndpoint(t *testing.T) {
+	runtimeSock, imageSock := fakeSock(t), fakeSock(t)
+	startFake(t, runtimeSock, &fakeRuntime{})
+	startFake(t, imageSock, &fakeRuntime{})
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + runtimeSock, ImageEndpoint: "unix://" + imageSock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for method, want := range map[string]*grpc.ClientConn{
+		"/runtime.v1.ImageService/ListImages":         b.ImageConn(),
+		"/runtime.v1.ImageService/FutureImageCall":    b.ImageConn(),
+		"/runtime.v1.RuntimeService/Version":          b.RuntimeConn(),
+		"/runtime.v2.SomethingElse/Call":              b.RuntimeConn(),
+		"/containerd.services.version.v1.Version/Get": b.RuntimeConn(),
+	} {
+		if got := b.connFor(method); got != want {
+			t.Errorf("%s routed to %s", method, got.Target())
+		}
+	}
+	if b.ImageConn() == b.RuntimeConn() {
+		t.Fatal("one connection for two endpoints")
 	}
 }

@@ -22,7 +22,7 @@ import (
 // walk drives crishim with the kubelet's own CRI client, printing each step.
 func walk(ctx context.Context, ctlBin string, d *crishimProc, cd *harness.Containerd) error {
 	endpoint := "unix://" + d.sock
-	rs, err := remote.NewRemoteRuntimeService(ctx, endpoint, time.Minute, nil, false)
+	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(time.Minute).Build(ctx)
 	if err != nil {
 		return err
 	}

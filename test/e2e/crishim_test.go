@@ -128,12 +128,12 @@ func (d *daemon) Stop() error {
 func criClients(t *testing.T, endpoint string) (internalapi.RuntimeService, internalapi.ImageManagerService) {
 	t.Helper()
 	ctx := context.Background()
-	rs, err := remote.NewRemoteRuntimeService(ctx, endpoint, 2*time.Minute, nil, false)
+	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(2 * time.Minute).Build(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rs.Close(ctx) })
-	is, err := remote.NewRemoteImageService(ctx, endpoint, 2*time.Minute, nil, false)
+	is, err := remote.NewRemoteImageServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(2 * time.Minute).Build(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

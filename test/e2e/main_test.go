@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/crishim/crishim/test/harness"
 )
@@ -26,6 +29,10 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	flag.Parse()
+	// cri-client logs every failed call through klog; the tests check the
+	// errors themselves, and the noise would bury real failures.
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
 	if testing.Short() {
 		fmt.Println("e2e: skipped in -short mode")
 		return 0
