@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // busyboxPath is the static busybox the images are built from; busybox-static installs it.
@@ -37,9 +39,9 @@ var requirements = []requirement{
 	{name: "ip", pkg: "iproute2"},
 }
 
-// ensureMu serialises EnsurePackages so parallel tests do not race two apt-gets, which would
-// fail on dpkg's lock.
-var ensureMu sync.Mutex
+// installLock serialises EnsurePackages across processes: `go test ./...` runs the test
+// binaries of several packages at once, and two apt-gets would fail on dpkg's lock.
+var installLock = filepath.Join(BaseDir, "install.lock")
 
 // EnsurePackages makes sure containerd, its runc v2 shim, ctr, runc, the CNI bridge,
 // host-local and loopback plugins, a static /bin/busybox and ip (iproute2) are installed.
@@ -48,9 +50,6 @@ var ensureMu sync.Mutex
 // iproute2 if ip is missing); when not root it returns an error naming the missing pieces
 // and the command to run.
 func EnsurePackages(ctx context.Context) error {
-	ensureMu.Lock()
-	defer ensureMu.Unlock()
-
 	missing, pkgs := missingRequirements()
 	if len(missing) == 0 {
 		return nil
@@ -59,8 +58,19 @@ func EnsurePackages(ctx context.Context) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("missing %s; install them as root: apt-get update && %s", strings.Join(missing, ", "), cmdline)
 	}
+	unlock, err := lockFile(ctx, installLock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Another process may have installed everything while we waited.
+	if missing, pkgs = missingRequirements(); len(missing) == 0 {
+		return nil
+	}
+	cmdline = "apt-get install -y " + strings.Join(pkgs, " ")
 	for _, args := range [][]string{{"update"}, append([]string{"install", "-y"}, pkgs...)} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		// Wait for dpkg's lock rather than fail if something else holds it.
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300"}, args...)...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("apt-get %s (needed for %s): %w\n%s", args[0], strings.Join(missing, ", "), err, tail(out, 2048))
@@ -70,6 +80,33 @@ func EnsurePackages(ctx context.Context) error {
 		return fmt.Errorf("still missing after %s: %s", cmdline, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// lockFile takes an exclusive flock on path, waiting for it as long as ctx allows.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for %s: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // missingRequirements lists what is absent and the packages to install for it.
