@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -123,6 +126,43 @@ func (b *Backend) Ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Watch logs the runtime connections' state changes until ctx ends: the
+// runtime going away and coming back is what an operator looks for first.
+func (b *Backend) Watch(ctx context.Context, log *slog.Logger) {
+	conns := map[string]*grpc.ClientConn{"runtime": b.runtime}
+	if b.image != b.runtime {
+		conns["image"] = b.image
+	}
+	var wg sync.WaitGroup
+	for name, conn := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watchConn(ctx, log.With("backend", name, "target", conn.Target()), conn)
+		}()
+	}
+	wg.Wait()
+}
+
+func watchConn(ctx context.Context, log *slog.Logger, conn *grpc.ClientConn) {
+	// While the runtime is down the channel cycles through connecting and
+	// failing at every backoff step; only the edges are worth a line.
+	var reported connectivity.State = -1
+	for state := conn.GetState(); conn.WaitForStateChange(ctx, state); {
+		state = conn.GetState()
+		switch {
+		case state == connectivity.Ready && reported != connectivity.Ready:
+			log.Info("runtime connection ready")
+			reported = state
+		case state == connectivity.TransientFailure && reported != connectivity.TransientFailure:
+			log.Warn("runtime unreachable; calls answer Unavailable until it returns")
+			reported = state
+		default:
+			log.Debug("runtime connection state", "state", state.String())
+		}
+	}
 }
 
 // Close closes the backend connections.

@@ -67,6 +67,9 @@ func (b *Backend) forward(_ any, ss grpc.ServerStream) error {
 	if unaryMethods[method] {
 		var in, out Frame
 		if err := ss.RecvMsg(&in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return status.Errorf(codes.InvalidArgument, "%s: the request message is missing", method)
+			}
 			return err
 		}
 		var header, trailer metadata.MD

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/crishim/crishim/proxy"
@@ -75,14 +74,10 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-func newLogger(c config) *slog.Logger {
-	return slog.New(newHandler(os.Stderr, c))
-}
-
-func newHandler(w io.Writer, c config) slog.Handler {
+func newLogger(w io.Writer, c config) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.logFormat == "json" {
-		return slog.NewJSONHandler(w, opts)
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.NewTextHandler(w, opts)
+	return slog.New(slog.NewTextHandler(w, opts))
 }

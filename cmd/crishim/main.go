@@ -35,9 +35,12 @@ func main() {
 		fmt.Println("crishim", version)
 		return
 	}
-	log := newLogger(cfg)
+	log := newLogger(os.Stderr, cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Once shutdown has begun, a second signal gets its default action: an
+	// operator who presses ^C twice wants crishim gone now.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, cfg, log); err != nil {
 		log.Error("crishim failed", "err", err)
 		os.Exit(1)
@@ -57,6 +60,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer backend.Close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go backend.Watch(watchCtx, log)
 
 	sh := shim.New(backend, shim.Options{
 		Version:         version,
