@@ -75,9 +75,9 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep bool) error {
 		return err
 	}
 	if !keep {
-		defer d.stop()
+		defer stopCrishim(d)
 	}
-	detail("crishim --listen %s --runtime-endpoint %s --metrics-address %s", sock, cd.Endpoint, d.metrics)
+	detail("crishim --listen %s --runtime-endpoint %s (metrics on %s)", sock, cd.Endpoint, d.Metrics)
 
 	if err := walk(ctx, ctlBin, d, cd); err != nil {
 		return err
@@ -92,7 +92,7 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep bool) error {
   crictl --runtime-endpoint unix://%[1]s ps
   %[4]s --endpoint unix://%[1]s status
   kubelet --container-runtime-endpoint unix://%[1]s ...
-`, sock, cd.Endpoint, d.metrics, ctlBin)
+`, sock, cd.Endpoint, d.Metrics, ctlBin)
 	}
 	return nil
 }

@@ -16,12 +16,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 
+	"github.com/crishim/crishim/test/crishimproc"
 	"github.com/crishim/crishim/test/harness"
 )
 
 // walk drives crishim with the kubelet's own CRI client, printing each step.
-func walk(ctx context.Context, ctlBin string, d *crishimProc, cd *harness.Containerd) error {
-	endpoint := "unix://" + d.sock
+func walk(ctx context.Context, ctlBin string, d *crishimproc.Process, cd *harness.Containerd) error {
+	endpoint := d.Endpoint
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(time.Minute).Build(ctx)
 	if err != nil {
 		return err
@@ -114,19 +115,19 @@ func walk(ctx context.Context, ctlBin string, d *crishimProc, cd *harness.Contai
 	}
 
 	say("A method crishim's CRI does not know is still relayed (the runtime answers, not crishim)")
-	if err := unknownMethod(ctx, d.sock); err != nil {
+	if err := unknownMethod(ctx, d.Endpoint); err != nil {
 		return err
 	}
 
-	say("crishim's metrics (http://%s/metrics)", d.metrics)
-	if err := printMetrics(ctx, d.metrics); err != nil {
+	say("crishim's metrics (http://%s/metrics)", d.Metrics)
+	if err := printMetrics(ctx, d.Metrics); err != nil {
 		return err
 	}
 	return nil
 }
 
-func unknownMethod(ctx context.Context, sock string) error {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func unknownMethod(ctx context.Context, endpoint string) error {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/test/crishimproc"
 )
 
 // readyz returns the HTTP status of crishim's /readyz.
-func readyz(t *testing.T, d *daemon) int {
+func readyz(t *testing.T, d *crishimproc.Process) int {
 	t.Helper()
 	resp, err := http.Get("http://" + d.Metrics + "/readyz")
 	if err != nil {
