@@ -32,8 +32,13 @@ func New(backend *proxy.Backend, opts Options) *Shim {
 // Intercepted is the one list of CRI methods crishim decodes and handles
 // itself; every other method is relayed as raw bytes. Features add their
 // methods here.
+//
+// A CRI method can be registered once only: a feature that needs a method
+// another feature already intercepts hooks into that method's handler
+// instead of adding a second entry.
 func (s *Shim) Intercepted() []proxy.Method {
-	return nil
+	var methods []proxy.Method
+	return methods
 }
 
 // Services are crishim's own gRPC services, served on the CRI socket.
