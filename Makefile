@@ -4,7 +4,8 @@
 
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION ?= v0.8.2
 # End-to-end tests need root (they start a private containerd); run them

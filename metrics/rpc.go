@@ -24,12 +24,13 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
+	runtime  *runtimeMetrics
 }
 
 // New registers crishim's collectors, the Go and process collectors and
 // build information on a fresh registry. known lists the full method names
 // that get their own label value.
-func New(version string, known []string) *Metrics {
+func New(version, commit string, known []string) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
@@ -48,6 +49,7 @@ func New(version string, known []string) *Metrics {
 			Name: "crishim_grpc_requests_in_flight",
 			Help: "gRPC calls being served, by full method.",
 		}, []string{"method"}),
+		runtime: newRuntimeMetrics(),
 	}
 	for _, k := range known {
 		m.known[k] = true
@@ -59,12 +61,13 @@ func New(version string, known []string) *Metrics {
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "crishim_build_info",
 		Help:        "Always 1; labels say which crishim build runs.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": goVersion},
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goVersion},
 	})
 	build.Set(1)
 	reg.MustRegister(m.requests, m.duration, m.inFlight, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.runtime.collectors()...)
 	return m
 }
 

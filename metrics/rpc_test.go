@@ -12,7 +12,7 @@ import (
 )
 
 func TestUnknownMethodsShareOneLabel(t *testing.T) {
-	m := New("test", []string{"/runtime.v1.RuntimeService/Version"})
+	m := New("test", "abc", []string{"/runtime.v1.RuntimeService/Version"})
 	stream := m.StreamInterceptor()
 	for _, method := range []string{"/runtime.v1.RuntimeService/Version", "/x.Y/A", "/x.Y/B", "/evil/" + strings.Repeat("z", 100)} {
 		_ = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: method}, func(any, grpc.ServerStream) error {
@@ -31,7 +31,7 @@ func TestUnknownMethodsShareOneLabel(t *testing.T) {
 }
 
 func TestUnaryInterceptorCountsCodes(t *testing.T) {
-	m := New("test", []string{"/a.B/C"})
+	m := New("test", "abc", []string{"/a.B/C"})
 	unary := m.UnaryInterceptor()
 	_, _ = unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, func(context.Context, any) (any, error) { return nil, nil })
 	_, _ = unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/a.B/C"}, func(context.Context, any) (any, error) {

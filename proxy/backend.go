@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -128,9 +127,10 @@ func (b *Backend) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Watch logs the runtime connections' state changes until ctx ends: the
-// runtime going away and coming back is what an operator looks for first.
-func (b *Backend) Watch(ctx context.Context, log *slog.Logger) {
+// Watch reports the runtime connections' ups and downs to onChange until
+// ctx ends. backend is "runtime" or "image" (the latter only when the image
+// endpoint differs).
+func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bool)) {
 	conns := map[string]*grpc.ClientConn{"runtime": b.runtime}
 	if b.image != b.runtime {
 		conns["image"] = b.image
@@ -140,28 +140,23 @@ func (b *Backend) Watch(ctx context.Context, log *slog.Logger) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watchConn(ctx, log.With("backend", name, "target", conn.Target()), conn)
+			watchConn(ctx, conn, func(up bool) { onChange(name, up) })
 		}()
 	}
 	wg.Wait()
 }
 
-func watchConn(ctx context.Context, log *slog.Logger, conn *grpc.ClientConn) {
+func watchConn(ctx context.Context, conn *grpc.ClientConn, onChange func(up bool)) {
 	// While the runtime is down the channel cycles through connecting and
-	// failing at every backoff step; only the edges are worth a line.
+	// failing at every backoff step; only the edges are worth reporting.
 	var reported connectivity.State = -1
 	for state := conn.GetState(); conn.WaitForStateChange(ctx, state); {
 		state = conn.GetState()
-		switch {
-		case state == connectivity.Ready && reported != connectivity.Ready:
-			log.Info("runtime connection ready")
-			reported = state
-		case state == connectivity.TransientFailure && reported != connectivity.TransientFailure:
-			log.Warn("runtime unreachable; calls answer Unavailable until it returns")
-			reported = state
-		default:
-			log.Debug("runtime connection state", "state", state.String())
+		if state == reported || (state != connectivity.Ready && state != connectivity.TransientFailure) {
+			continue
 		}
+		reported = state
+		onChange(state == connectivity.Ready)
 	}
 }
 

@@ -19,8 +19,11 @@ import (
 	"github.com/crishim/crishim/shim"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
+// version and commit are set at build time (-ldflags "-X main.version=...").
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:])
@@ -62,20 +65,30 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer backend.Close()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go backend.Watch(watchCtx, log)
 
 	sh := shim.New(backend, shim.Options{
 		Version:         version,
 		RuntimeEndpoint: cfg.runtimeEndpoint,
 		ImageEndpoint:   cfg.imageEndpoint,
 	})
-	m := metrics.New(version, proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...))
+	m := metrics.New(version, commit, proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...))
+	// Down until the first connection: an absent series would hide a
+	// runtime that never came up from alerts on crishim_runtime_up == 0.
+	m.RuntimeConnection("runtime", false)
+	go backend.Watch(watchCtx, func(backend string, up bool) {
+		m.RuntimeConnection(backend, up)
+		if up {
+			log.Info("runtime connection ready", "backend", backend)
+		} else {
+			log.Warn("runtime unreachable; calls answer Unavailable until it returns", "backend", backend)
+		}
+	})
 	srv, err := proxy.NewServer(backend, proxy.ServerOptions{
 		MaxMessageSize: cfg.maxMessageSize,
 		Intercept:      sh.Intercepted(),
 		Services:       sh.Services(),
-		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor()},
-		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor()},
+		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), proxy.LogUnary(log)},
+		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), proxy.LogStream(log)},
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +51,19 @@ var installLock = filepath.Join(BaseDir, "install.lock")
 // iproute2 if ip is missing); when not root it returns an error naming the missing pieces
 // and the command to run.
 func EnsurePackages(ctx context.Context) error {
-	missing, pkgs := missingRequirements()
+	return ensure(ctx, requirements, aptPackages)
+}
+
+// EnsurePrometheus makes sure the Prometheus server and promtool are installed (Debian's
+// prometheus package), the same way EnsurePackages does for containerd.
+func EnsurePrometheus(ctx context.Context) error {
+	return ensure(ctx, []requirement{{name: "prometheus", pkg: "prometheus"}, {name: "promtool", pkg: "prometheus"}}, nil)
+}
+
+// ensure installs what reqs lack: base (if anything is missing) plus the packages of the
+// missing requirements.
+func ensure(ctx context.Context, reqs []requirement, base []string) error {
+	missing, pkgs := missingRequirements(reqs, base)
 	if len(missing) == 0 {
 		return nil
 	}
@@ -64,7 +77,7 @@ func EnsurePackages(ctx context.Context) error {
 	}
 	defer unlock()
 	// Another process may have installed everything while we waited.
-	if missing, pkgs = missingRequirements(); len(missing) == 0 {
+	if missing, pkgs = missingRequirements(reqs, base); len(missing) == 0 {
 		return nil
 	}
 	cmdline = "apt-get install -y " + strings.Join(pkgs, " ")
@@ -76,7 +89,7 @@ func EnsurePackages(ctx context.Context) error {
 			return fmt.Errorf("apt-get %s (needed for %s): %w\n%s", args[0], strings.Join(missing, ", "), err, tail(out, 2048))
 		}
 	}
-	if missing, _ := missingRequirements(); len(missing) > 0 {
+	if missing, _ := missingRequirements(reqs, base); len(missing) > 0 {
 		return fmt.Errorf("still missing after %s: %s", cmdline, strings.Join(missing, ", "))
 	}
 	return nil
@@ -109,10 +122,11 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 	}
 }
 
-// missingRequirements lists what is absent and the packages to install for it.
-func missingRequirements() (missing, pkgs []string) {
+// missingRequirements lists what is absent and the packages to install for it: base and
+// the packages of the missing requirements.
+func missingRequirements(reqs []requirement, base []string) (missing, pkgs []string) {
 	need := map[string]bool{}
-	for _, r := range requirements {
+	for _, r := range reqs {
 		path, err := lookPath(r.name)
 		if err == nil && r.isValid != nil {
 			err = r.isValid(path)
@@ -125,9 +139,11 @@ func missingRequirements() (missing, pkgs []string) {
 	if len(missing) == 0 {
 		return nil, nil
 	}
-	pkgs = append(pkgs, aptPackages...)
-	if need["iproute2"] {
-		pkgs = append(pkgs, "iproute2")
+	pkgs = append(pkgs, base...)
+	for _, r := range reqs {
+		if need[r.pkg] && !slices.Contains(pkgs, r.pkg) {
+			pkgs = append(pkgs, r.pkg)
+		}
 	}
 	return missing, pkgs
 }

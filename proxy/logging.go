@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// runtimeFault says whether a status code points at the runtime or crishim
+// rather than at the caller: those are worth a warning. NotFound for a
+// removed container, Canceled by the kubelet, or Unimplemented for an
+// optional method are daily life.
+func runtimeFault(code codes.Code) bool {
+	switch code {
+	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DataLoss,
+		codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// callLevel is the log level of one finished call: warnings for faults,
+// then info for intercepted calls (what crishim itself did) and debug for
+// pass-through (the kubelet's relist alone would flood an info log).
+func callLevel(err error, intercepted bool) slog.Level {
+	switch {
+	case err != nil && runtimeFault(status.Code(err)):
+		return slog.LevelWarn
+	case intercepted:
+		return slog.LevelInfo
+	default:
+		return slog.LevelDebug
+	}
+}
+
+// LogUnary logs intercepted calls with the container and pod they concern.
+func LogUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		level := callLevel(err, true)
+		if log.Enabled(ctx, level) {
+			attrs := []slog.Attr{slog.String("method", info.FullMethod), slog.Duration("duration", time.Since(start))}
+			if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {
+				attrs = append(attrs, slog.String("container", r.GetContainerId()))
+			}
+			if r, ok := req.(interface{ GetPodSandboxId() string }); ok && r.GetPodSandboxId() != "" {
+				attrs = append(attrs, slog.String("pod", r.GetPodSandboxId()))
+			}
+			attrs = append(attrs, statusAttrs(err)...)
+			log.LogAttrs(ctx, level, "call", attrs...)
+		}
+		return resp, err
+	}
+}
+
+// LogStream logs relayed and streaming calls. Relayed requests are never
+// decoded, so their lines name the method, not the container.
+func LogStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		start := time.Now()
+		err := handler(srv, ss)
+		level := callLevel(err, false)
+		if log.Enabled(ss.Context(), level) {
+			attrs := append([]slog.Attr{slog.String("method", info.FullMethod), slog.Duration("duration", time.Since(start))}, statusAttrs(err)...)
+			log.LogAttrs(ss.Context(), level, "relayed call", attrs...)
+		}
+		return err
+	}
+}
+
+func statusAttrs(err error) []slog.Attr {
+	if err == nil {
+		return []slog.Attr{slog.String("code", codes.OK.String())}
+	}
+	st := status.Convert(err)
+	return []slog.Attr{slog.String("code", st.Code().String()), slog.String("err", st.Message())}
+}
