@@ -67,7 +67,7 @@ func ensure(ctx context.Context, reqs []requirement, base []string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	cmdline := "apt-get install -y " + strings.Join(pkgs, " ")
+	cmdline := "apt-get install -y --no-install-recommends " + strings.Join(pkgs, " ")
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("missing %s; install them as root: apt-get update && %s", strings.Join(missing, ", "), cmdline)
 	}
@@ -80,8 +80,8 @@ func ensure(ctx context.Context, reqs []requirement, base []string) error {
 	if missing, pkgs = missingRequirements(reqs, base); len(missing) == 0 {
 		return nil
 	}
-	cmdline = "apt-get install -y " + strings.Join(pkgs, " ")
-	for _, args := range [][]string{{"update"}, append([]string{"install", "-y"}, pkgs...)} {
+	cmdline = "apt-get install -y --no-install-recommends " + strings.Join(pkgs, " ")
+	for _, args := range [][]string{{"update"}, append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)} {
 		// Wait for dpkg's lock rather than fail if something else holds it.
 		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300"}, args...)...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
