@@ -1,0 +1,284 @@
+// Command bench is `make bench`: it measures what crishim adds to the
+// kubelet's CRI calls by running each workload directly against a backend,
+// through crishim and through a naive gRPC forwarder, interleaved in one
+// run, and reports latencies, ratios, throughput, CPU and memory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/test/crishimproc"
+	"github.com/crishim/crishim/test/harness"
+)
+
+type options struct {
+	crishim    string
+	output     string
+	samples    int
+	clients    int
+	tputFor    time.Duration
+	leakCalls  int
+	containerd bool
+	pods       int
+	perPod     int
+}
+
+func main() {
+	var o options
+	naiveListen := flag.String("naive-listen", "", "internal: run as the naive forwarder on this socket")
+	naiveBackend := flag.String("naive-backend", "", "internal: the naive forwarder's backend socket")
+	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
+	flag.StringVar(&o.output, "o", "table", "output: table or json")
+	flag.IntVar(&o.samples, "samples", 2000, "interleaved samples per target for the fastest workloads (slower ones take fewer)")
+	flag.IntVar(&o.clients, "clients", 64, "concurrent clients for the throughput runs")
+	flag.DurationVar(&o.tputFor, "throughput-time", 3*time.Second, "length of each throughput run")
+	flag.IntVar(&o.leakCalls, "leak-calls", 1_000_000, "calls through crishim for the leak check (0 skips it)")
+	flag.BoolVar(&o.containerd, "containerd", true, "also measure against the private containerd (needs root)")
+	flag.IntVar(&o.pods, "pods", 100, "pod sandboxes on the private containerd")
+	flag.IntVar(&o.perPod, "containers-per-pod", 3, "containers per pod on the private containerd")
+	flag.Parse()
+	if *naiveListen != "" {
+		if err := runNaiveForwarder(*naiveListen, *naiveBackend); err != nil {
+			fmt.Fprintln(os.Stderr, "naive forwarder:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, o)
+	if rep != nil {
+		if perr := rep.print(os.Stdout, o.output); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options) (*report, error) {
+	dir, err := os.MkdirTemp("", "crishim-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	rep := &report{Machine: machine()}
+
+	fakeSock := filepath.Join(dir, "fake.sock")
+	stopFake, err := serveFake(fakeSock)
+	if err != nil {
+		return nil, err
+	}
+	defer stopFake()
+	progress("fake runtime: %d samples per workload, interleaved direct / crishim / naive", o.samples)
+	if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true); err != nil {
+		return rep, err
+	}
+	if !o.containerd {
+		return rep, nil
+	}
+	if os.Geteuid() != 0 {
+		rep.Notes = append(rep.Notes, "containerd backend skipped: needs root")
+		return rep, nil
+	}
+	progress("starting the private containerd and %d pods with %d containers each", o.pods, o.perPod)
+	cd, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		progress("tearing down the private containerd")
+		_ = cd.Stop()
+	}()
+	conn, err := cd.Dial()
+	if err != nil {
+		return rep, err
+	}
+	defer conn.Close()
+	start := time.Now()
+	p, err := populate(ctx, cd, runtimeapi.NewRuntimeServiceClient(conn), o.pods, o.perPod)
+	if err != nil {
+		return rep, err
+	}
+	progress("populated in %s", time.Since(start).Round(time.Second))
+	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, containerdWorkloads(p, o.samples), false)
+}
+
+// measureBackend puts crishim and the naive forwarder in front of backend
+// and runs the workloads through all three ways in.
+func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool) error {
+	crishim, err := crishimproc.Start(crishimproc.Options{
+		Binary:          o.crishim,
+		Socket:          filepath.Join(dir, backend+"-crishim.sock"),
+		RuntimeEndpoint: "unix://" + sock,
+		LogPath:         filepath.Join(dir, backend+"-crishim.log"),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = crishim.Stop() }()
+	naiveSock := filepath.Join(dir, backend+"-naive.sock")
+	naive, err := startNaive(naiveSock, sock)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = naive.Process.Kill(); _ = naive.Wait() }()
+
+	direct, err := dialTarget("direct", sock, 0)
+	if err != nil {
+		return err
+	}
+	viaCrishim, err := dialTarget("crishim", crishim.Socket, crishim.Cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	viaNaive, err := dialTarget("naive", naiveSock, naive.Process.Pid)
+	if err != nil {
+		return err
+	}
+	targets := []*target{direct, viaCrishim, viaNaive}
+	for _, t := range targets {
+		defer t.conn.Close()
+	}
+
+	for _, wl := range wls {
+		progress("%s: %s", backend, wl.name)
+		before, _ := cpuTime(viaCrishim.pid)
+		lat, err := interleaved(ctx, targets, wl.call, wl.samples)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
+		}
+		after, _ := cpuTime(viaCrishim.pid)
+		rep.addLatency(backend, wl.name, lat, after-before, wl.samples+max(wl.samples/20, 5))
+	}
+
+	tputCall := version()
+	tputName := "Version"
+	if !fake {
+		tputCall, tputName = containerStatus(""), "ContainerStatus"
+		for _, wl := range wls {
+			if wl.name == "ContainerStatus" {
+				tputCall = wl.call
+			}
+		}
+	}
+	for _, t := range targets {
+		progress("%s: throughput, %d clients, %s", backend, o.clients, t.name)
+		cpuBefore, _ := cpuTime(t.pid)
+		rate, calls, err := throughput(ctx, t, tputCall, o.clients, o.tputFor)
+		if err != nil {
+			return fmt.Errorf("%s throughput: %w", backend, err)
+		}
+		var perK time.Duration
+		if t.pid != 0 {
+			cpuAfter, _ := cpuTime(t.pid)
+			perK = (cpuAfter - cpuBefore) * 1000 / time.Duration(max(calls, 1))
+		}
+		rep.addThroughput(backend, fmt.Sprintf("%s x%d clients", tputName, o.clients), t.name, rate, perK)
+	}
+	if r, err := rss(viaCrishim.pid); err == nil {
+		rep.addRSS(backend, "after the workloads above", r)
+	}
+	if fake && o.leakCalls > 0 {
+		return leakCheck(ctx, o, rep, viaCrishim, crishim.Metrics)
+	}
+	return nil
+}
+
+func startNaive(listen, backend string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "--naive-listen", listen, "--naive-backend", backend)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	for range 200 {
+		if _, err := os.Stat(listen); err == nil {
+			return cmd, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return nil, errors.New("naive forwarder did not start")
+}
+
+// leakCheck sends calls through crishim and samples its RSS and goroutines
+// along the way: after the first tenth they must stay flat.
+func leakCheck(ctx context.Context, o options, rep *report, t *target, metricsAddr string) error {
+	const checkpoints = 5
+	per := o.leakCalls / checkpoints
+	progress("leak check: %d calls through crishim, %d clients", o.leakCalls, o.clients)
+	var samples []leakSample
+	for i := range checkpoints {
+		if err := callN(ctx, t, version(), o.clients, per); err != nil {
+			return err
+		}
+		r, err := rss(t.pid)
+		if err != nil {
+			return err
+		}
+		g, err := goroutines(metricsAddr)
+		if err != nil {
+			return err
+		}
+		samples = append(samples, leakSample{Calls: (i + 1) * per, RSS: r, Goroutines: g})
+	}
+	rep.Leak = &leakReport{Samples: samples, Flat: flat(samples)}
+	return nil
+}
+
+// flat allows the noise of the garbage collector's pacing (RSS within 20%
+// or 4 MiB of the first checkpoint), not growth.
+func flat(s []leakSample) bool {
+	first, last := s[0], s[len(s)-1]
+	return last.RSS <= max(first.RSS*12/10, first.RSS+4<<20) && last.Goroutines <= first.Goroutines+5
+}
+
+// callN makes n calls with the given concurrency.
+func callN(ctx context.Context, t *target, c call, clients, n int) error {
+	work := make(chan struct{}, n)
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	errc := make(chan error, clients)
+	for range clients {
+		go func() {
+			for range work {
+				if err := c(ctx, t.rt); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	var first error
+	for range clients {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

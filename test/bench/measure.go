@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// target is one way to reach a backend: directly, through crishim, or
+// through the naive forwarder.
+type target struct {
+	name string
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
+	pid  int // the proxy's process, 0 for direct
+}
+
+func dialTarget(name, sock string, pid int) (*target, error) {
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", name, err)
+	}
+	return &target{name: name, conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), pid: pid}, nil
+}
+
+// call is one unit of a workload, like one kubelet request.
+type call func(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error
+
+// interleaved runs n calls against every target, target after target within
+// each round and with the order rotated, so that whatever else the machine
+// does hits all of them alike. It returns each target's latencies.
+func interleaved(ctx context.Context, targets []*target, c call, n int) (map[string][]time.Duration, error) {
+	warm := max(n/20, 5)
+	for _, t := range targets {
+		for range warm {
+			if err := c(ctx, t.rt); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+		}
+	}
+	out := make(map[string][]time.Duration, len(targets))
+	for i := range n {
+		for j := range targets {
+			t := targets[(i+j)%len(targets)]
+			start := time.Now()
+			if err := c(ctx, t.rt); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			out[t.name] = append(out[t.name], time.Since(start))
+		}
+	}
+	return out, nil
+}
+
+// throughput runs clients concurrent callers against t for d and returns
+// completed calls per second. Callers stop starting calls at the end rather
+// than having them canceled, so no call fails for the clock's sake.
+func throughput(ctx context.Context, t *target, c call, clients int, d time.Duration) (float64, int64, error) {
+	var stop atomic.Bool
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
+	var done atomic.Int64
+	errc := make(chan error, clients)
+	start := time.Now()
+	for range clients {
+		go func() {
+			for !stop.Load() && ctx.Err() == nil {
+				if err := c(ctx, t.rt); err != nil {
+					errc <- err
+					return
+				}
+				done.Add(1)
+			}
+			errc <- nil
+		}()
+	}
+	var first error
+	for range clients {
+		if err := <-errc; err != nil && first == nil {
+			first = fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	elapsed := time.Since(start)
+	return float64(done.Load()) / elapsed.Seconds(), done.Load(), first
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}

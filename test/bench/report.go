@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// latencyRow is one workload against one backend, every way in.
+type latencyRow struct {
+	Backend  string `json:"backend"`
+	Workload string `json:"workload"`
+	Samples  int    `json:"samples"`
+	// Per target ("direct", "crishim", "naive"), in microseconds.
+	P50 map[string]float64 `json:"p50_us"`
+	P99 map[string]float64 `json:"p99_us"`
+	// What crishim and the naive forwarder add to the direct p50, in µs,
+	// and their p50 over the direct p50.
+	AddedP50 map[string]float64 `json:"added_p50_us"`
+	Ratio    map[string]float64 `json:"ratio_p50"`
+	// crishim's CPU time per 1000 calls during the run, in milliseconds
+	// (at the 10 ms resolution of /proc).
+	CrishimCPUPer1000 float64 `json:"crishim_cpu_ms_per_1000_calls"`
+}
+
+type throughputRow struct {
+	Backend  string  `json:"backend"`
+	Workload string  `json:"workload"`
+	Target   string  `json:"target"`
+	PerSec   float64 `json:"calls_per_second"`
+	// The proxy's CPU time per 1000 calls, in ms (0 for direct).
+	CPUPer1000 float64 `json:"proxy_cpu_ms_per_1000_calls"`
+}
+
+type rssRow struct {
+	Backend string  `json:"backend"`
+	When    string  `json:"when"`
+	MiB     float64 `json:"crishim_rss_mib"`
+}
+
+type leakSample struct {
+	Calls      int   `json:"calls"`
+	RSS        int64 `json:"rss_bytes"`
+	Goroutines int   `json:"goroutines"`
+}
+
+type leakReport struct {
+	Samples []leakSample `json:"samples"`
+	Flat    bool         `json:"flat"`
+}
+
+type report struct {
+	Machine    string          `json:"machine"`
+	Latency    []latencyRow    `json:"latency"`
+	Throughput []throughputRow `json:"throughput"`
+	RSS        []rssRow        `json:"rss"`
+	Leak       *leakReport     `json:"leak,omitempty"`
+	Notes      []string        `json:"notes,omitempty"`
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+func (r *report) addLatency(backend, workload string, lat map[string][]time.Duration, crishimCPU time.Duration, crishimCalls int) {
+	row := latencyRow{Backend: backend, Workload: workload, Samples: len(lat["direct"]),
+		P50: map[string]float64{}, P99: map[string]float64{}, AddedP50: map[string]float64{}, Ratio: map[string]float64{}}
+	for name, ds := range lat {
+		row.P50[name] = us(percentile(ds, 0.50))
+		row.P99[name] = us(percentile(ds, 0.99))
+	}
+	for _, name := range []string{"crishim", "naive"} {
+		row.AddedP50[name] = row.P50[name] - row.P50["direct"]
+		row.Ratio[name] = row.P50[name] / row.P50["direct"]
+	}
+	row.CrishimCPUPer1000 = float64(crishimCPU.Milliseconds()) * 1000 / float64(max(crishimCalls, 1))
+	r.Latency = append(r.Latency, row)
+}
+
+func (r *report) addThroughput(backend, workload, target string, perSec float64, cpuPer1000 time.Duration) {
+	r.Throughput = append(r.Throughput, throughputRow{Backend: backend, Workload: workload, Target: target,
+		PerSec: perSec, CPUPer1000: float64(cpuPer1000.Microseconds()) / 1e3})
+}
+
+func (r *report) addRSS(backend, when string, bytes int64) {
+	r.RSS = append(r.RSS, rssRow{Backend: backend, When: when, MiB: float64(bytes) / (1 << 20)})
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores, %s, %s", runtime.NumCPU(), model, runtime.Version())
+}
+
+func (r *report) print(w io.Writer, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tcrishim p50\tp99\tadded p50\tratio\tnaive p50\tadded\tratio\tcrishim CPU/1000\t")
+	for _, l := range r.Latency {
+		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
+			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"],
+			l.P50["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tthroughput\ttarget\tcalls/s\tproxy CPU/1000 calls\t")
+	for _, t := range r.Throughput {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1fms\t\n", t.Backend, t.Workload, t.Target, t.PerSec, t.CPUPer1000)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.RSS {
+		fmt.Fprintf(w, "crishim RSS (%s, %s): %.1f MiB\n", s.Backend, s.When, s.MiB)
+	}
+	if r.Leak != nil {
+		fmt.Fprintf(w, "leak check (flat: %v):", r.Leak.Flat)
+		for _, s := range r.Leak.Samples {
+			fmt.Fprintf(w, " %dk calls: %.1f MiB, %d goroutines;", s.Calls/1000, float64(s.RSS)/(1<<20), s.Goroutines)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	return nil
+}
