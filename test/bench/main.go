@@ -38,6 +38,7 @@ func main() {
 	var o options
 	naiveListen := flag.String("naive-listen", "", "internal: run as the naive forwarder on this socket")
 	naiveBackend := flag.String("naive-backend", "", "internal: the naive forwarder's backend socket")
+	fakeOnly := flag.String("serve-fake", "", "only serve the fake runtime on this socket until interrupted (for profiling crishim by hand)")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
 	flag.StringVar(&o.output, "o", "table", "output: table or json")
 	flag.IntVar(&o.samples, "samples", 2000, "interleaved samples per target for the fastest workloads (slower ones take fewer)")
@@ -57,6 +58,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *fakeOnly != "" {
+		stopFake, err := serveFake(*fakeOnly)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		<-ctx.Done()
+		stopFake()
+		return
+	}
 	rep, err := run(ctx, o)
 	if rep != nil {
 		if perr := rep.print(os.Stdout, o.output); perr != nil && err == nil {
