@@ -3,11 +3,13 @@ package metrics
 import (
 	"context"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,6 +27,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
 	runtime  *runtimeMetrics
+	byLabel  sync.Map // method label -> *methodSeries
 }
 
 // New registers crishim's collectors, the Go and process collectors and
@@ -78,36 +81,70 @@ func (m *Metrics) label(method string) string {
 	return otherMethod
 }
 
-func (m *Metrics) observe(method string, start time.Time, err error) {
-	m.requests.WithLabelValues(method, status.Code(err).String()).Inc()
-	m.duration.WithLabelValues(method).Observe(time.Since(start).Seconds())
+// methodSeries caches one method label's children: looking them up by
+// label values on every call costs more than relaying a small call.
+type methodSeries struct {
+	label    string
+	inFlight prometheus.Gauge
+	duration prometheus.Observer
+	mu       sync.Mutex
+	byCode   [codes.Unauthenticated + 1]prometheus.Counter
+}
+
+func (m *Metrics) series(method string) *methodSeries {
+	label := m.label(method)
+	if s, ok := m.byLabel.Load(label); ok {
+		return s.(*methodSeries)
+	}
+	s := &methodSeries{label: label, inFlight: m.inFlight.WithLabelValues(label), duration: m.duration.WithLabelValues(label)}
+	actual, _ := m.byLabel.LoadOrStore(label, s)
+	return actual.(*methodSeries)
+}
+
+func (s *methodSeries) counter(m *Metrics, code codes.Code) prometheus.Counter {
+	if int(code) >= len(s.byCode) {
+		return m.requests.WithLabelValues(s.label, code.String())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byCode[code] == nil {
+		s.byCode[code] = m.requests.WithLabelValues(s.label, code.String())
+	}
+	return s.byCode[code]
+}
+
+// CallStarted counts a call as in flight; the function it returns ends the
+// call with its status code. The interceptors use it, and so does the h2
+// relay for the calls it passes through, which no interceptor sees: one set
+// of series for every call.
+func (m *Metrics) CallStarted(method string) func(codes.Code) {
+	s := m.series(method)
+	s.inFlight.Inc()
+	start := time.Now()
+	return func(code codes.Code) {
+		s.duration.Observe(time.Since(start).Seconds())
+		s.counter(m, code).Inc()
+		s.inFlight.Dec()
+	}
 }
 
 // UnaryInterceptor measures intercepted unary calls.
 func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		method := m.label(info.FullMethod)
-		g := m.inFlight.WithLabelValues(method)
-		g.Inc()
-		start := time.Now()
+		done := m.CallStarted(info.FullMethod)
 		resp, err := handler(ctx, req)
-		m.observe(method, start, err)
-		g.Dec()
+		done(status.Code(err))
 		return resp, err
 	}
 }
 
-// StreamInterceptor measures relayed calls (every pass-through call is a
-// stream to the gRPC server) and streaming calls.
+// StreamInterceptor measures relayed calls (with --relay=grpc every
+// pass-through call is a stream to the gRPC server) and streaming calls.
 func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		method := m.label(info.FullMethod)
-		g := m.inFlight.WithLabelValues(method)
-		g.Inc()
-		start := time.Now()
+		done := m.CallStarted(info.FullMethod)
 		err := handler(srv, ss)
-		m.observe(method, start, err)
-		g.Dec()
+		done(status.Code(err))
 		return err
 	}
 }

@@ -34,6 +34,8 @@ type BackendOptions struct {
 // start or restarts later is normal life, not a reason to exit.
 type Backend struct {
 	runtime, image *grpc.ClientConn
+	// The sockets, for the h2 relay's own connections.
+	runtimePath, imagePath string
 }
 
 // reconnectBackoff keeps reconnection quick after a containerd restart
@@ -62,7 +64,7 @@ func Dial(opts BackendOptions) (*Backend, error) {
 	if size <= 0 {
 		size = DefaultMaxMessageSize
 	}
-	b := &Backend{}
+	b := &Backend{runtimePath: runtimePath, imagePath: imagePath}
 	if b.runtime, err = dialUnix(runtimePath, size); err != nil {
 		return nil, fmt.Errorf("runtime endpoint: %w", err)
 	}
@@ -149,14 +151,19 @@ func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bo
 func watchConn(ctx context.Context, conn *grpc.ClientConn, onChange func(up bool)) {
 	// While the runtime is down the channel cycles through connecting and
 	// failing at every backoff step; only the edges are worth reporting.
+	// The connection may be up (or failed) before the watch begins: the
+	// state it starts from counts as an edge too.
 	var reported connectivity.State = -1
-	for state := conn.GetState(); conn.WaitForStateChange(ctx, state); {
-		state = conn.GetState()
-		if state == reported || (state != connectivity.Ready && state != connectivity.TransientFailure) {
-			continue
+	state := conn.GetState()
+	for {
+		if state != reported && (state == connectivity.Ready || state == connectivity.TransientFailure) {
+			reported = state
+			onChange(state == connectivity.Ready)
 		}
-		reported = state
-		onChange(state == connectivity.Ready)
+		if !conn.WaitForStateChange(ctx, state) {
+			return
+		}
+		state = conn.GetState()
 	}
 }
 

@@ -123,15 +123,21 @@ type proxied struct {
 	sock    string
 }
 
-func startProxy(t *testing.T, backendSock string, intercept ...Method) *proxied {
+func startProxy(t *testing.T, relay RelayMode, backendSock string, intercept ...Method) *proxied {
 	t.Helper()
-	dir := t.TempDir()
 	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + backendSock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	srv, err := NewServer(b, ServerOptions{Intercept: intercept})
+	return startProxyWith(t, b, ServerOptions{Intercept: intercept, Relay: relay})
+}
+
+// startProxyWith serves a proxy to backend b with opts.
+func startProxyWith(t *testing.T, b *Backend, opts ServerOptions) *proxied {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := NewServer(b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +164,12 @@ func startProxy(t *testing.T, backendSock string, intercept ...Method) *proxied 
 func fakeSock(t *testing.T) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), "runtime.sock")
+}
+
+// forEachRelay runs a test against both relays: the h2 frame relay and the
+// grpc-go fallback must keep the same contracts.
+func forEachRelay(t *testing.T, test func(t *testing.T, relay RelayMode)) {
+	for _, relay := range []RelayMode{RelayH2, RelayGRPC} {
+		t.Run(string(relay), func(t *testing.T) { test(t, relay) })
+	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 
 	"google.golang.org/grpc"
@@ -22,7 +23,25 @@ type ServerOptions struct {
 	// are composed here, in this order, and nowhere else.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
+	// Relay picks how pass-through calls travel; empty means RelayH2.
+	Relay RelayMode
+	// Observe and Log see the calls the h2 relay passes through, which
+	// no interceptor sees (the grpc relay runs them through Stream).
+	Observe CallObserver
+	Log     *slog.Logger
 }
+
+// RelayMode is how pass-through calls travel to the runtime.
+type RelayMode string
+
+const (
+	// RelayH2 relays HTTP/2 frames: no gRPC machinery on the path, the
+	// fast way and the default.
+	RelayH2 RelayMode = "h2"
+	// RelayGRPC relays raw messages through a grpc-go server and client:
+	// the fallback.
+	RelayGRPC RelayMode = "grpc"
+)
 
 // Service is a locally implemented gRPC service.
 type Service struct {
@@ -32,7 +51,8 @@ type Service struct {
 
 // Server is the kubelet-facing gRPC server.
 type Server struct {
-	grpc *grpc.Server
+	grpc  *grpc.Server
+	relay *relay // nil with RelayGRPC
 }
 
 // NewServer builds the server: intercepted methods and crishim's services
@@ -41,6 +61,12 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	size := opts.MaxMessageSize
 	if size <= 0 {
 		size = DefaultMaxMessageSize
+	}
+	if opts.Relay == "" {
+		opts.Relay = RelayH2
+	}
+	if opts.Relay != RelayH2 && opts.Relay != RelayGRPC {
+		return nil, fmt.Errorf("relay %q: want %q or %q", opts.Relay, RelayH2, RelayGRPC)
 	}
 	gs := grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
@@ -60,11 +86,18 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	for _, svc := range opts.Services {
 		gs.RegisterService(svc.Desc, svc.Impl)
 	}
-	return &Server{grpc: gs}, nil
+	srv := &Server{grpc: gs}
+	if opts.Relay == RelayH2 {
+		srv.relay = newRelay(backend, gs, opts, size)
+	}
+	return srv, nil
 }
 
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
+	if s.relay != nil {
+		return s.relay.serve(l)
+	}
 	if err := s.grpc.Serve(l); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -75,6 +108,10 @@ func (s *Server) Serve(l net.Listener) error {
 // until ctx is done; then it ends whatever is left (long-lived streams such
 // as GetContainerEvents never finish by themselves).
 func (s *Server) Shutdown(ctx context.Context) {
+	if s.relay != nil {
+		s.relay.shutdown(ctx)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

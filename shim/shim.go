@@ -1,10 +1,14 @@
 package shim
 
 import (
+	"log/slog"
+
 	"google.golang.org/grpc"
 
+	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim/crishimv1"
+	"github.com/crishim/crishim/streaming"
 )
 
 // Options configures the shim.
@@ -12,6 +16,16 @@ type Options struct {
 	Version         string // crishim's version, reported by Status
 	RuntimeEndpoint string
 	ImageEndpoint   string
+	Log             *slog.Logger // nil discards
+
+	PIDTargetMode    string             // --pid-target-mode: auto (or empty), native, emulate
+	Containerd       *Containerd        // nil: containerd-native paths disabled
+	PIDTargetMetrics *metrics.PIDTarget // nil counts nothing
+
+	StopSignalMode string           // --stop-signal-mode: auto (or empty), native, emulate
+	SignalMetrics  *metrics.Signals // nil counts nothing
+
+	Streaming *streaming.Server // nil: Exec, Attach, PortForward pass through with the runtime's URLs
 }
 
 // Shim implements the intercepted CRI calls and the crishim.v1 API on top of
@@ -19,6 +33,8 @@ type Options struct {
 type Shim struct {
 	backend *proxy.Backend
 	opts    Options
+	target  *pidTarget
+	signals *signalling
 }
 
 // New returns a shim forwarding to backend.
@@ -26,7 +42,10 @@ func New(backend *proxy.Backend, opts Options) *Shim {
 	if opts.ImageEndpoint == "" {
 		opts.ImageEndpoint = opts.RuntimeEndpoint
 	}
-	return &Shim{backend: backend, opts: opts}
+	s := &Shim{backend: backend, opts: opts}
+	s.target = s.newPIDTarget()
+	s.signals = s.newSignalling()
+	return s
 }
 
 // Intercepted is the one list of CRI methods crishim decodes and handles
@@ -38,6 +57,8 @@ func New(backend *proxy.Backend, opts Options) *Shim {
 // instead of adding a second entry.
 func (s *Shim) Intercepted() []proxy.Method {
 	var methods []proxy.Method
+	methods = append(methods, s.containerMethods()...)
+	methods = append(methods, s.streamMethods()...)
 	return methods
 }
 

@@ -23,7 +23,7 @@ func (a *api) Status(ctx context.Context, _ *crishimv1.StatusRequest) (*crishimv
 		Version:         s.opts.Version,
 		RuntimeEndpoint: s.opts.RuntimeEndpoint,
 		ImageEndpoint:   s.opts.ImageEndpoint,
-		Modes:           s.modes(),
+		Modes:           s.modes(ctx),
 	}
 	v, err := runtimeapi.NewRuntimeServiceClient(s.backend.RuntimeConn()).Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil {
@@ -39,6 +39,6 @@ func (a *api) Status(ctx context.Context, _ *crishimv1.StatusRequest) (*crishimv
 
 // modes lists the features that can be native or emulated; each feature
 // adds itself here when it lands.
-func (s *Shim) modes() []*crishimv1.Mode {
-	return nil
+func (s *Shim) modes(ctx context.Context) []*crishimv1.Mode {
+	return []*crishimv1.Mode{s.target.statusMode(ctx), s.signals.statusMode(ctx)}
 }

@@ -24,6 +24,10 @@ type config struct {
 	logLevel        slog.Level
 	logFormat       string
 	showVersion     bool
+	relay           proxy.RelayMode
+	target          targetConfig
+	stopSignal      stopSignalConfig
+	streaming       streamingConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -35,9 +39,13 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:9847", "HOST:PORT for /metrics, /healthz and /readyz; empty disables")
 	fs.IntVar(&c.maxMessageSize, "max-message-size", proxy.DefaultMaxMessageSize, "largest gRPC message in bytes, both ways (the kubelet's limit is 16 MiB)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
+	relay := fs.String("relay", string(proxy.RelayH2), "how pass-through calls travel: h2 (HTTP/2 frame relay) or grpc (grpc-go relay, the fallback)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	c.target.register(fs)
+	c.stopSignal.register(fs)
+	c.streaming.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -52,6 +60,10 @@ func parseFlags(args []string) (config, error) {
 	}
 	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
+	}
+	c.relay = proxy.RelayMode(*relay)
+	if c.relay != proxy.RelayH2 && c.relay != proxy.RelayGRPC {
+		return c, fmt.Errorf("--relay %q: want h2 or grpc", *relay)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
@@ -70,6 +82,15 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.shutdownTimeout < 0 {
 		return c, fmt.Errorf("--shutdown-timeout %s: must not be negative", c.shutdownTimeout)
+	}
+	if err := c.target.finish(fs, c.runtimeEndpoint); err != nil {
+		return c, err
+	}
+	if err := c.stopSignal.finish(c.target.containerdAddress); err != nil {
+		return c, err
+	}
+	if err := c.streaming.finish(); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -66,12 +66,35 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 
+	ctrd, err := shim.DialContainerd(cfg.target.containerdAddress, cfg.target.containerdNamespace)
+	if err != nil {
+		return err
+	}
+	defer ctrd.Close()
+	targetMetrics := metrics.NewPIDTarget()
+	signalMetrics := metrics.NewSignals()
+	streamMetrics := metrics.NewStreaming()
+	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
+	if err != nil {
+		return err
+	}
 	sh := shim.New(backend, shim.Options{
-		Version:         version,
-		RuntimeEndpoint: cfg.runtimeEndpoint,
-		ImageEndpoint:   cfg.imageEndpoint,
+		Version:          version,
+		RuntimeEndpoint:  cfg.runtimeEndpoint,
+		ImageEndpoint:    cfg.imageEndpoint,
+		Log:              log,
+		PIDTargetMode:    cfg.target.pidTargetMode,
+		Containerd:       ctrd,
+		PIDTargetMetrics: targetMetrics,
+		StopSignalMode:   cfg.stopSignal.mode,
+		SignalMetrics:    signalMetrics,
+		Streaming:        streams,
 	})
-	m := metrics.New(version, commit, proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...))
+	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
+	m := metrics.New(version, commit, known)
+	m.Registry.MustRegister(targetMetrics)
+	m.Registry.MustRegister(signalMetrics)
+	m.Registry.MustRegister(streamMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
@@ -89,6 +112,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		Services:       sh.Services(),
 		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), proxy.LogUnary(log)},
 		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), proxy.LogStream(log)},
+		Relay:          cfg.relay,
+		// Calls the h2 relay passes through reach no interceptor: they
+		// are counted into the same series and logged at the same levels.
+		Observe: m,
+		Log:     log,
 	})
 	if err != nil {
 		return err
@@ -101,18 +129,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer ln.Close()
 	var httpSrv *metrics.HTTPServer
 	if cfg.metricsAddress != "" {
-		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, backend.Ready, log); err != nil {
+		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, readiness(backend.Ready, streams), log); err != nil {
 			return err
 		}
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	serveStreaming(streams, errc)
 	go func() { errc <- srv.Serve(ln) }()
 	if httpSrv != nil {
 		go func() { errc <- httpSrv.Serve() }()
 	}
-	log.Info("crishim serving", "version", version, "listen", ln.Path(),
-		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(httpSrv))
+	log.Info("crishim serving", "version", version, "listen", ln.Path(), "relay", cfg.relay,
+		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(httpSrv), "streaming", streamingURL(streams))
 
 	var serveErr error
 	select {
@@ -123,7 +152,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	streamsDone := shutdownStreaming(sctx, streams, log)
 	srv.Shutdown(sctx)
+	<-streamsDone
 	if httpSrv != nil {
 		if err := httpSrv.Shutdown(sctx); err != nil {
 			log.Warn("metrics server shutdown", "err", err)

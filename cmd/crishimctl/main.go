@@ -24,6 +24,16 @@ const usage = `usage: crishimctl [--endpoint URL] [--timeout D] COMMAND [ARGS]
 
 commands:
   status [-o text|json]   crishim's version, the runtime behind it and the modes in force
+  debug --target C [--image IMG] [--name NAME] -- CMD...
+                          run CMD in a new container of C's pod that sees C's processes
+                          (PID namespace TARGET) and print its output; --timeout bounds it all
+  exec [-i] [-t] CONTAINER -- CMD...
+                          run CMD in CONTAINER, streamed through crishim (-i stdin, -t TTY);
+                          exits with CMD's exit code
+  signal CONTAINER SIGNAL  send SIGNAL (SIGHUP, HUP or 1) to CONTAINER's main process, once
+  notify (--pod ID | --selector k=v) [-o table|json] NAME
+                          run notifier NAME (pod annotation notifier.crishim.io/<container>.NAME)
+                          in the selected pods; exits 1 unless it succeeded everywhere
   version                 crishimctl's version
 `
 
@@ -33,6 +43,11 @@ func main() {
 		if errors.Is(err, errUsage) {
 			fmt.Fprint(os.Stderr, usage)
 			os.Exit(2)
+		}
+		// exec: the remote command's exit code is crishimctl's, as with kubectl exec.
+		var remote interface{ ExitStatus() int }
+		if errors.As(err, &remote) {
+			os.Exit(remote.ExitStatus())
 		}
 		os.Exit(1)
 	}
@@ -72,6 +87,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd {
 	case "status":
 		return status(ctx, conn, rest, out)
+	case "debug":
+		return debug(ctx, conn, rest, out)
+	case "signal":
+		return signalCommand(ctx, conn, rest, out)
+	case "notify":
+		return notify(ctx, conn, rest, out)
+	case "exec":
+		// The session outlives --timeout, which bounds only the Exec call.
+		return execCommand(context.WithoutCancel(ctx), conn, rest, *timeout)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}

@@ -11,6 +11,7 @@ package crishimv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -245,12 +246,479 @@ func (x *Mode) GetReason() string {
 	return ""
 }
 
+type SignalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Container ID, or a unique prefix of one.
+	ContainerId string `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// Signal by name ("SIGHUP", "HUP", "SIGRTMIN+1") or number ("1").
+	Signal        string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalRequest) Reset() {
+	*x = SignalRequest{}
+	mi := &file_crishim_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalRequest) ProtoMessage() {}
+
+func (x *SignalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
+func (*SignalRequest) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SignalRequest) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *SignalRequest) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+type SignalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The full ID of the container signalled, and its pod sandbox.
+	ContainerId  string `protobuf:"bytes,1,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	PodSandboxId string `protobuf:"bytes,2,opt,name=pod_sandbox_id,json=podSandboxId,proto3" json:"pod_sandbox_id,omitempty"`
+	// The signal's canonical name and number.
+	Signal string `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"`
+	Number int32  `protobuf:"varint,4,opt,name=number,proto3" json:"number,omitempty"`
+	// How it was delivered: "containerd" (task Kill) or "pidfd".
+	Via           string `protobuf:"bytes,5,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalResponse) Reset() {
+	*x = SignalResponse{}
+	mi := &file_crishim_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalResponse) ProtoMessage() {}
+
+func (x *SignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
+func (*SignalResponse) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SignalResponse) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *SignalResponse) GetPodSandboxId() string {
+	if x != nil {
+		return x.PodSandboxId
+	}
+	return ""
+}
+
+func (x *SignalResponse) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *SignalResponse) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *SignalResponse) GetVia() string {
+	if x != nil {
+		return x.Via
+	}
+	return ""
+}
+
+type NotifyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The notifier's name: the part after "<container>." in the
+	// notifier.crishim.io/<container>.<name> pod annotation.
+	Notifier string `protobuf:"bytes,1,opt,name=notifier,proto3" json:"notifier,omitempty"`
+	// Pods to notify: exactly one of a pod sandbox ID (or unique prefix) and
+	// a label selector (every label must match; only ready pods).
+	PodSandboxId  string            `protobuf:"bytes,2,opt,name=pod_sandbox_id,json=podSandboxId,proto3" json:"pod_sandbox_id,omitempty"`
+	LabelSelector map[string]string `protobuf:"bytes,3,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyRequest) Reset() {
+	*x = NotifyRequest{}
+	mi := &file_crishim_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyRequest) ProtoMessage() {}
+
+func (x *NotifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyRequest.ProtoReflect.Descriptor instead.
+func (*NotifyRequest) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NotifyRequest) GetNotifier() string {
+	if x != nil {
+		return x.Notifier
+	}
+	return ""
+}
+
+func (x *NotifyRequest) GetPodSandboxId() string {
+	if x != nil {
+		return x.PodSandboxId
+	}
+	return ""
+}
+
+func (x *NotifyRequest) GetLabelSelector() map[string]string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return nil
+}
+
+type NotifyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pods          []*PodNotification     `protobuf:"bytes,1,rep,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyResponse) Reset() {
+	*x = NotifyResponse{}
+	mi := &file_crishim_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyResponse) ProtoMessage() {}
+
+func (x *NotifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyResponse.ProtoReflect.Descriptor instead.
+func (*NotifyResponse) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NotifyResponse) GetPods() []*PodNotification {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+// PodNotification is the outcome in one pod.
+type PodNotification struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PodSandboxId string                 `protobuf:"bytes,1,opt,name=pod_sandbox_id,json=podSandboxId,proto3" json:"pod_sandbox_id,omitempty"`
+	PodName      string                 `protobuf:"bytes,2,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	PodNamespace string                 `protobuf:"bytes,3,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	// One entry per container of the pod that declares the notifier.
+	Containers    []*ContainerNotification `protobuf:"bytes,4,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodNotification) Reset() {
+	*x = PodNotification{}
+	mi := &file_crishim_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodNotification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodNotification) ProtoMessage() {}
+
+func (x *PodNotification) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodNotification.ProtoReflect.Descriptor instead.
+func (*PodNotification) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PodNotification) GetPodSandboxId() string {
+	if x != nil {
+		return x.PodSandboxId
+	}
+	return ""
+}
+
+func (x *PodNotification) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *PodNotification) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *PodNotification) GetContainers() []*ContainerNotification {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// ContainerNotification is the status of one notifier run, as the
+// ContainerNotifier proposal describes it.
+type ContainerNotification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The container's name in the pod (the annotation's <container>) and,
+	// when it exists, its ID.
+	ContainerName string `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	ContainerId   string `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// When the action started; unset if it never started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// The action ran and, if there is a probe, the probe succeeded in time.
+	Succeeded bool `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// Why not, when not succeeded.
+	Error         *NotificationError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerNotification) Reset() {
+	*x = ContainerNotification{}
+	mi := &file_crishim_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerNotification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerNotification) ProtoMessage() {}
+
+func (x *ContainerNotification) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerNotification.ProtoReflect.Descriptor instead.
+func (*ContainerNotification) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ContainerNotification) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ContainerNotification) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *ContainerNotification) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ContainerNotification) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *ContainerNotification) GetError() *NotificationError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type NotificationError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "Timeout" or "Error".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// What happened, for people.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// One word, for machines: MalformedAnnotation, ContainerNotRunning,
+	// ActionFailed, ActionTimeout, ProbeFailed.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When it was found.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationError) Reset() {
+	*x = NotificationError{}
+	mi := &file_crishim_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationError) ProtoMessage() {}
+
+func (x *NotificationError) ProtoReflect() protoreflect.Message {
+	mi := &file_crishim_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationError.ProtoReflect.Descriptor instead.
+func (*NotificationError) Descriptor() ([]byte, []int) {
+	return file_crishim_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NotificationError) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *NotificationError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NotificationError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NotificationError) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 var File_crishim_proto protoreflect.FileDescriptor
 
 const file_crishim_proto_rawDesc = "" +
 	"\n" +
 	"\rcrishim.proto\x12\n" +
-	"crishim.v1\"\x0f\n" +
+	"crishim.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
 	"\rStatusRequest\"\xea\x02\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12)\n" +
@@ -268,9 +736,48 @@ const file_crishim_proto_rawDesc = "" +
 	"configured\x18\x02 \x01(\tR\n" +
 	"configured\x12\x1c\n" +
 	"\teffective\x18\x03 \x01(\tR\teffective\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason2L\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"J\n" +
+	"\rSignalRequest\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x9b\x01\n" +
+	"\x0eSignalResponse\x12!\n" +
+	"\fcontainer_id\x18\x01 \x01(\tR\vcontainerId\x12$\n" +
+	"\x0epod_sandbox_id\x18\x02 \x01(\tR\fpodSandboxId\x12\x16\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x12\x16\n" +
+	"\x06number\x18\x04 \x01(\x05R\x06number\x12\x10\n" +
+	"\x03via\x18\x05 \x01(\tR\x03via\"\xe8\x01\n" +
+	"\rNotifyRequest\x12\x1a\n" +
+	"\bnotifier\x18\x01 \x01(\tR\bnotifier\x12$\n" +
+	"\x0epod_sandbox_id\x18\x02 \x01(\tR\fpodSandboxId\x12S\n" +
+	"\x0elabel_selector\x18\x03 \x03(\v2,.crishim.v1.NotifyRequest.LabelSelectorEntryR\rlabelSelector\x1a@\n" +
+	"\x12LabelSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\x0eNotifyResponse\x12/\n" +
+	"\x04pods\x18\x01 \x03(\v2\x1b.crishim.v1.PodNotificationR\x04pods\"\xba\x01\n" +
+	"\x0fPodNotification\x12$\n" +
+	"\x0epod_sandbox_id\x18\x01 \x01(\tR\fpodSandboxId\x12\x19\n" +
+	"\bpod_name\x18\x02 \x01(\tR\apodName\x12#\n" +
+	"\rpod_namespace\x18\x03 \x01(\tR\fpodNamespace\x12A\n" +
+	"\n" +
+	"containers\x18\x04 \x03(\v2!.crishim.v1.ContainerNotificationR\n" +
+	"containers\"\xef\x01\n" +
+	"\x15ContainerNotification\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\bR\tsucceeded\x123\n" +
+	"\x05error\x18\x05 \x01(\v2\x1d.crishim.v1.NotificationErrorR\x05error\"\x89\x01\n" +
+	"\x11NotificationError\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xd2\x01\n" +
 	"\aCrishim\x12A\n" +
-	"\x06Status\x12\x19.crishim.v1.StatusRequest\x1a\x1a.crishim.v1.StatusResponse\"\x00B5Z3github.com/crishim/crishim/shim/crishimv1;crishimv1b\x06proto3"
+	"\x06Status\x12\x19.crishim.v1.StatusRequest\x1a\x1a.crishim.v1.StatusResponse\"\x00\x12A\n" +
+	"\x06Signal\x12\x19.crishim.v1.SignalRequest\x1a\x1a.crishim.v1.SignalResponse\"\x00\x12A\n" +
+	"\x06Notify\x12\x19.crishim.v1.NotifyRequest\x1a\x1a.crishim.v1.NotifyResponse\"\x00B5Z3github.com/crishim/crishim/shim/crishimv1;crishimv1b\x06proto3"
 
 var (
 	file_crishim_proto_rawDescOnce sync.Once
@@ -284,21 +791,40 @@ func file_crishim_proto_rawDescGZIP() []byte {
 	return file_crishim_proto_rawDescData
 }
 
-var file_crishim_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_crishim_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_crishim_proto_goTypes = []any{
-	(*StatusRequest)(nil),  // 0: crishim.v1.StatusRequest
-	(*StatusResponse)(nil), // 1: crishim.v1.StatusResponse
-	(*Mode)(nil),           // 2: crishim.v1.Mode
+	(*StatusRequest)(nil),         // 0: crishim.v1.StatusRequest
+	(*StatusResponse)(nil),        // 1: crishim.v1.StatusResponse
+	(*Mode)(nil),                  // 2: crishim.v1.Mode
+	(*SignalRequest)(nil),         // 3: crishim.v1.SignalRequest
+	(*SignalResponse)(nil),        // 4: crishim.v1.SignalResponse
+	(*NotifyRequest)(nil),         // 5: crishim.v1.NotifyRequest
+	(*NotifyResponse)(nil),        // 6: crishim.v1.NotifyResponse
+	(*PodNotification)(nil),       // 7: crishim.v1.PodNotification
+	(*ContainerNotification)(nil), // 8: crishim.v1.ContainerNotification
+	(*NotificationError)(nil),     // 9: crishim.v1.NotificationError
+	nil,                           // 10: crishim.v1.NotifyRequest.LabelSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_crishim_proto_depIdxs = []int32{
-	2, // 0: crishim.v1.StatusResponse.modes:type_name -> crishim.v1.Mode
-	0, // 1: crishim.v1.Crishim.Status:input_type -> crishim.v1.StatusRequest
-	1, // 2: crishim.v1.Crishim.Status:output_type -> crishim.v1.StatusResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2,  // 0: crishim.v1.StatusResponse.modes:type_name -> crishim.v1.Mode
+	10, // 1: crishim.v1.NotifyRequest.label_selector:type_name -> crishim.v1.NotifyRequest.LabelSelectorEntry
+	7,  // 2: crishim.v1.NotifyResponse.pods:type_name -> crishim.v1.PodNotification
+	8,  // 3: crishim.v1.PodNotification.containers:type_name -> crishim.v1.ContainerNotification
+	11, // 4: crishim.v1.ContainerNotification.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: crishim.v1.ContainerNotification.error:type_name -> crishim.v1.NotificationError
+	11, // 6: crishim.v1.NotificationError.time:type_name -> google.protobuf.Timestamp
+	0,  // 7: crishim.v1.Crishim.Status:input_type -> crishim.v1.StatusRequest
+	3,  // 8: crishim.v1.Crishim.Signal:input_type -> crishim.v1.SignalRequest
+	5,  // 9: crishim.v1.Crishim.Notify:input_type -> crishim.v1.NotifyRequest
+	1,  // 10: crishim.v1.Crishim.Status:output_type -> crishim.v1.StatusResponse
+	4,  // 11: crishim.v1.Crishim.Signal:output_type -> crishim.v1.SignalResponse
+	6,  // 12: crishim.v1.Crishim.Notify:output_type -> crishim.v1.NotifyResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_crishim_proto_init() }
@@ -312,7 +838,7 @@ func file_crishim_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crishim_proto_rawDesc), len(file_crishim_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

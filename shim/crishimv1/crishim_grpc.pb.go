@@ -22,6 +22,8 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Crishim_Status_FullMethodName = "/crishim.v1.Crishim/Status"
+	Crishim_Signal_FullMethodName = "/crishim.v1.Crishim/Signal"
+	Crishim_Notify_FullMethodName = "/crishim.v1.Crishim/Notify"
 )
 
 // CrishimClient is the client API for Crishim service.
@@ -32,6 +34,10 @@ const (
 type CrishimClient interface {
 	// Status reports crishim's version, the runtime behind it and the modes in force.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Signal sends a signal to a container's init process, once.
+	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error)
+	// Notify runs a notifier declared in pod annotations in the selected pods.
+	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
 }
 
 type crishimClient struct {
@@ -52,6 +58,26 @@ func (c *crishimClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 	return out, nil
 }
 
+func (c *crishimClient) Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignalResponse)
+	err := c.cc.Invoke(ctx, Crishim_Signal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *crishimClient) Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyResponse)
+	err := c.cc.Invoke(ctx, Crishim_Notify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CrishimServer is the server API for Crishim service.
 // All implementations must embed UnimplementedCrishimServer
 // for forward compatibility.
@@ -60,6 +86,10 @@ func (c *crishimClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 type CrishimServer interface {
 	// Status reports crishim's version, the runtime behind it and the modes in force.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Signal sends a signal to a container's init process, once.
+	Signal(context.Context, *SignalRequest) (*SignalResponse, error)
+	// Notify runs a notifier declared in pod annotations in the selected pods.
+	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
 	mustEmbedUnimplementedCrishimServer()
 }
 
@@ -72,6 +102,12 @@ type UnimplementedCrishimServer struct{}
 
 func (UnimplementedCrishimServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCrishimServer) Signal(context.Context, *SignalRequest) (*SignalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Signal not implemented")
+}
+func (UnimplementedCrishimServer) Notify(context.Context, *NotifyRequest) (*NotifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Notify not implemented")
 }
 func (UnimplementedCrishimServer) mustEmbedUnimplementedCrishimServer() {}
 func (UnimplementedCrishimServer) testEmbeddedByValue()                 {}
@@ -112,6 +148,42 @@ func _Crishim_Status_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Crishim_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CrishimServer).Signal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Crishim_Signal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CrishimServer).Signal(ctx, req.(*SignalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Crishim_Notify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CrishimServer).Notify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Crishim_Notify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CrishimServer).Notify(ctx, req.(*NotifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Crishim_ServiceDesc is the grpc.ServiceDesc for Crishim service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -122,6 +194,14 @@ var Crishim_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Crishim_Status_Handler,
+		},
+		{
+			MethodName: "Signal",
+			Handler:    _Crishim_Signal_Handler,
+		},
+		{
+			MethodName: "Notify",
+			Handler:    _Crishim_Notify_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -145,6 +145,19 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		return err
 	}
 	defer func() { _ = crishim.Stop() }()
+	// The same binary with the grpc-go relay, the fallback operators can
+	// pick: every report shows what the h2 relay buys.
+	grpcRelay, err := crishimproc.Start(crishimproc.Options{
+		Binary:          o.crishim,
+		Socket:          filepath.Join(dir, backend+"-crishim-grpc.sock"),
+		RuntimeEndpoint: "unix://" + sock,
+		LogPath:         filepath.Join(dir, backend+"-crishim-grpc.log"),
+		Args:            []string{"--relay=grpc"},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = grpcRelay.Stop() }()
 	naiveSock := filepath.Join(dir, backend+"-naive.sock")
 	naive, err := startNaive(naiveSock, sock)
 	if err != nil {
@@ -164,7 +177,11 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	if err != nil {
 		return err
 	}
-	targets := []*target{direct, viaCrishim, viaNaive}
+	viaGRPCRelay, err := dialTarget("crishim-grpc", grpcRelay.Socket, grpcRelay.Cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	targets := []*target{direct, viaCrishim, viaGRPCRelay, viaNaive}
 	for _, t := range targets {
 		defer t.conn.Close()
 	}

@@ -16,7 +16,8 @@ type latencyRow struct {
 	Backend  string `json:"backend"`
 	Workload string `json:"workload"`
 	Samples  int    `json:"samples"`
-	// Per target ("direct", "crishim", "naive"), in microseconds.
+	// Per target ("direct", "crishim", "crishim-grpc" (crishim with
+	// --relay=grpc), "naive"), in microseconds.
 	P50 map[string]float64 `json:"p50_us"`
 	P99 map[string]float64 `json:"p99_us"`
 	// What crishim and the naive forwarder add to the direct p50, in µs,
@@ -72,7 +73,7 @@ func (r *report) addLatency(backend, workload string, lat map[string][]time.Dura
 		row.P50[name] = us(percentile(ds, 0.50))
 		row.P99[name] = us(percentile(ds, 0.99))
 	}
-	for _, name := range []string{"crishim", "naive"} {
+	for _, name := range []string{"crishim", "crishim-grpc", "naive"} {
 		row.AddedP50[name] = row.P50[name] - row.P50["direct"]
 		row.Ratio[name] = row.P50[name] / row.P50["direct"]
 	}
@@ -110,11 +111,12 @@ func (r *report) print(w io.Writer, format string) error {
 	}
 	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tcrishim p50\tp99\tadded p50\tratio\tnaive p50\tadded\tratio\tcrishim CPU/1000\t")
+	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tcrishim p50\tp99\tadded p50\tratio\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
 			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"],
-			l.P50["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000)
+			l.P50["crishim-grpc"], l.P99["crishim-grpc"], l.AddedP50["crishim-grpc"],
+			l.P50["naive"], l.P99["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

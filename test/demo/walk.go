@@ -97,6 +97,12 @@ func walk(ctx context.Context, ctlBin string, d *crishimproc.Process, cd *harnes
 		return err
 	}
 	fmt.Print(indent(string(stdout) + string(stderr)))
+	if err := showTarget(ctx, ctlBin, endpoint, ctrID); err != nil {
+		return err
+	}
+	if err := showStreaming(ctx, ctlBin, d, cd, rs, pod, podID, ctrID); err != nil {
+		return err
+	}
 
 	say("ListPodSandbox and ListContainers through crishim")
 	pods, err := rs.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"app": "demo"}})
@@ -116,6 +122,10 @@ func walk(ctx context.Context, ctlBin string, d *crishimproc.Process, cd *harnes
 
 	say("A method crishim's CRI does not know is still relayed (the runtime answers, not crishim)")
 	if err := unknownMethod(ctx, d.Endpoint); err != nil {
+		return err
+	}
+
+	if err := showSignals(ctx, ctlBin, d, rs, cd); err != nil {
 		return err
 	}
 

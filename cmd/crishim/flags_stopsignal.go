@@ -1,0 +1,31 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/crishim/crishim/shim"
+)
+
+// stopSignalConfig holds the stop-signal flag.
+type stopSignalConfig struct {
+	mode string
+}
+
+func (s *stopSignalConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.mode, "stop-signal-mode", shim.StopSignalAuto, "CRI stop_signal: auto, native (the runtime honours it) or emulate (crishim delivers it through the containerd API)")
+}
+
+// finish validates the flag against the containerd API setting, which
+// emulation needs to deliver the signal and to record that it did.
+func (s *stopSignalConfig) finish(containerdAddress string) error {
+	mode, err := shim.ParseStopSignalMode(s.mode)
+	if err != nil {
+		return fmt.Errorf("--stop-signal-mode %w", err)
+	}
+	s.mode = mode
+	if s.mode == shim.StopSignalEmulate && containerdAddress == "" {
+		return fmt.Errorf("--stop-signal-mode emulate needs the containerd API, but --containerd-address is empty")
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/proxy"
+	"github.com/crishim/crishim/streaming"
+)
+
+// streamingConfig holds the flags of crishim's streaming server.
+type streamingConfig struct{ streaming.Config }
+
+func (c *streamingConfig) register(fs *flag.FlagSet) {
+	d := streaming.DefaultConfig()
+	fs.StringVar(&c.Address, "streaming-address", d.Address, "HOST:PORT of crishim's streaming server for exec, attach and port-forward (port 0 picks one); empty passes the runtime's own URLs through")
+	fs.DurationVar(&c.TokenTTL, "stream-token-ttl", d.TokenTTL, "how long a stream URL stays good")
+	fs.IntVar(&c.MaxTokens, "stream-max-tokens", d.MaxTokens, "most stream URLs outstanding; beyond, Exec, Attach and PortForward fail with ResourceExhausted")
+	fs.StringVar(&c.TLSCertFile, "streaming-tls-cert", "", "PEM certificate: serve streams over HTTPS (with --streaming-tls-key)")
+	fs.StringVar(&c.TLSKeyFile, "streaming-tls-key", "", "PEM private key of --streaming-tls-cert")
+	fs.BoolVar(&c.AllowInsecure, "streaming-allow-insecure", false, "allow plain HTTP on a non-loopback --streaming-address")
+}
+
+func (c *streamingConfig) finish() error {
+	if c.Address == "" {
+		return nil
+	}
+	return c.Validate()
+}
+
+// listenStreaming binds the streaming server; nil when disabled.
+func listenStreaming(c streamingConfig, backend *proxy.Backend, m *metrics.Streaming, log *slog.Logger) (*streaming.Server, error) {
+	if c.Address == "" {
+		return nil, nil
+	}
+	// The upgrade-aware proxy logs through klog; without this its lines
+	// would bypass crishim's log format.
+	klog.SetSlogLogger(log.With("component", "streaming-proxy"))
+	return streaming.Listen(c.Config, runtimeapi.NewRuntimeServiceClient(backend.RuntimeConn()), m, log.With("component", "streaming"))
+}
+
+// readiness adds the streaming server to the runtime's readiness: a crishim
+// handing out URLs nobody serves is not ready.
+func readiness(runtimeReady func(context.Context) error, s *streaming.Server) func(context.Context) error {
+	if s == nil {
+		return runtimeReady
+	}
+	return func(ctx context.Context) error {
+		if err := s.Ready(ctx); err != nil {
+			return err
+		}
+		return runtimeReady(ctx)
+	}
+}
+
+func serveStreaming(s *streaming.Server, errc chan<- error) {
+	if s != nil {
+		go func() { errc <- s.Serve() }()
+	}
+}
+
+// shutdownStreaming runs beside the gRPC server's shutdown, under the same
+// deadline, so that open streams get the whole timeout too.
+func shutdownStreaming(ctx context.Context, s *streaming.Server, log *slog.Logger) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if s == nil {
+			return
+		}
+		if err := s.Shutdown(ctx); err != nil {
+			log.Warn("streaming server shutdown", "err", err)
+		}
+	}()
+	return done
+}
+
+func streamingURL(s *streaming.Server) string {
+	if s == nil {
+		return "disabled"
+	}
+	return s.BaseURL()
+}

@@ -1,0 +1,300 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Flow-control sizes the relay advertises on both hops. A stream window of
+// 1 MiB lets a list of a few thousand containers cross in one go; the
+// connection window bounds what one connection can make crishim hold in
+// memory when the other side does not read.
+const (
+	relayStreamWindow = 1 << 20
+	relayConnWindow   = 16 << 20
+	relayMaxStreams   = 1000
+	// What HTTP/2 assumes until the peer's SETTINGS say otherwise.
+	h2DefaultWindow   = 65535
+	h2DefaultMaxFrame = 16384
+	h2MaxStreamID     = math.MaxInt32
+	ioBufSize         = 64 << 10
+)
+
+// h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
+// Its reader goroutine owns br and fr; writes go through bw under wmu, and
+// the HPACK encoder lives under the same lock because its table must follow
+// the order in which header blocks reach the wire.
+type h2conn struct {
+	nc net.Conn
+	br *bufio.Reader
+	fr *http2.Framer
+
+	wmu  sync.Mutex
+	bw   *bufio.Writer
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+	werr error
+
+	// The rest is guarded by the session's mu.
+	sendWin        int64 // the peer's connection window for our DATA
+	recvAvail      int64 // what the peer may still send on the connection
+	recvOwed       int64 // bytes consumed but not yet returned with WINDOW_UPDATE
+	peerInitWin    int64
+	peerMaxFrame   int
+	peerMaxStreams uint32
+	blocked        []*flow // flows waiting for this connection's window
+}
+
+func newH2conn(nc net.Conn) *h2conn {
+	c := &h2conn{
+		nc:             nc,
+		br:             bufio.NewReaderSize(nc, ioBufSize),
+		bw:             bufio.NewWriterSize(nc, ioBufSize),
+		sendWin:        h2DefaultWindow,
+		recvAvail:      h2DefaultWindow,
+		peerInitWin:    h2DefaultWindow,
+		peerMaxFrame:   h2DefaultMaxFrame,
+		peerMaxStreams: math.MaxUint32,
+	}
+	c.fr = http2.NewFramer(nil, c.br)
+	// Header blocks are decoded into fields; the payload of other frames
+	// is only valid until the next read, which suits a relay that copies
+	// each payload onward at once.
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = maxHeaderListSize
+	c.fr.SetReuseFrames()
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// maxHeaderListSize is grpc-go's default; metadata beyond it is refused by
+// the peers anyway.
+const maxHeaderListSize = 16 << 20
+
+// frameReady says whether a whole frame is already buffered, so that reading
+// it will not block. The reader flushes what it wrote before it blocks: that
+// is what batches a burst of frames into one write and still never leaves a
+// frame sitting in a buffer.
+func (c *h2conn) frameReady() bool {
+	n := c.br.Buffered()
+	if n < 9 {
+		return false
+	}
+	h, err := c.br.Peek(9)
+	if err != nil {
+		return false
+	}
+	length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+	return n >= 9+length
+}
+
+// writeFrame appends one frame to the write buffer. A write error closes
+// the connection: its reader then fails and tears the connection down, the
+// one place where that happens.
+func (c *h2conn) writeFrame(typ http2.FrameType, flags http2.Flags, id uint32, payload ...[]byte) {
+	c.wmu.Lock()
+	c.writeFrameLocked(typ, flags, id, payload...)
+	c.wmu.Unlock()
+}
+
+func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uint32, payload ...[]byte) {
+	if c.werr != nil {
+		return
+	}
+	n := 0
+	for _, p := range payload {
+		n += len(p)
+	}
+	var h [9]byte
+	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
+	h[3], h[4] = byte(typ), byte(flags)
+	binary.BigEndian.PutUint32(h[5:], id&h2MaxStreamID)
+	_, err := c.bw.Write(h[:])
+	for _, p := range payload {
+		if err == nil {
+			_, err = c.bw.Write(p)
+		}
+	}
+	if err != nil {
+		c.failLocked(err)
+	}
+}
+
+func (c *h2conn) failLocked(err error) {
+	if c.werr == nil {
+		c.werr = err
+		_ = c.nc.Close()
+	}
+}
+
+// writeHeaders encodes fields with this connection's HPACK encoder and
+// writes them as HEADERS plus CONTINUATION frames no larger than the peer
+// accepts. Callers hold the session's mu (for peerMaxFrame).
+func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream bool) {
+	maxFrame := c.peerMaxFrame
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.hbuf.Reset()
+	for _, f := range fields {
+		if err := c.enc.WriteField(f); err != nil {
+			c.failLocked(fmt.Errorf("hpack: %w", err))
+			return
+		}
+	}
+	block := c.hbuf.Bytes()
+	flags := http2.Flags(0)
+	if endStream {
+		flags |= http2.FlagHeadersEndStream
+	}
+	typ := http2.FrameHeaders
+	for {
+		n := min(len(block), maxFrame)
+		f := flags
+		if n == len(block) {
+			f |= http2.FlagHeadersEndHeaders
+		}
+		c.writeFrameLocked(typ, f, id, block[:n])
+		block = block[n:]
+		if len(block) == 0 {
+			return
+		}
+		typ, flags = http2.FrameContinuation, 0
+	}
+}
+
+func (c *h2conn) writeRaw(p []byte) {
+	c.wmu.Lock()
+	if c.werr == nil {
+		if _, err := c.bw.Write(p); err != nil {
+			c.failLocked(err)
+		}
+	}
+	c.wmu.Unlock()
+}
+
+func (c *h2conn) writeData(id uint32, p []byte, end bool) {
+	flags := http2.Flags(0)
+	if end {
+		flags = http2.FlagDataEndStream
+	}
+	c.writeFrame(http2.FrameData, flags, id, p)
+}
+
+func (c *h2conn) writeWindowUpdate(id uint32, n int64) {
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(n))
+	c.writeFrame(http2.FrameWindowUpdate, 0, id, p[:])
+}
+
+func (c *h2conn) writeRST(id uint32, code http2.ErrCode) {
+	var p [4]byte
+	binary.BigEndian.PutUint32(p[:], uint32(code))
+	c.writeFrame(http2.FrameRSTStream, 0, id, p[:])
+}
+
+func (c *h2conn) writeGoAway(last uint32, code http2.ErrCode, debug string) {
+	p := make([]byte, 8+len(debug))
+	binary.BigEndian.PutUint32(p, last)
+	binary.BigEndian.PutUint32(p[4:], uint32(code))
+	copy(p[8:], debug)
+	c.writeFrame(http2.FrameGoAway, 0, 0, p)
+}
+
+func (c *h2conn) writePing(ack bool, data [8]byte) {
+	flags := http2.Flags(0)
+	if ack {
+		flags = http2.FlagPingAck
+	}
+	c.writeFrame(http2.FramePing, flags, 0, data[:])
+}
+
+func (c *h2conn) writeSettings(ss ...http2.Setting) {
+	p := make([]byte, 0, 6*len(ss))
+	for _, s := range ss {
+		p = binary.BigEndian.AppendUint16(p, uint16(s.ID))
+		p = binary.BigEndian.AppendUint32(p, s.Val)
+	}
+	c.writeFrame(http2.FrameSettings, 0, 0, p)
+}
+
+func (c *h2conn) writeSettingsAck() {
+	c.writeFrame(http2.FrameSettings, http2.FlagSettingsAck, 0)
+}
+
+// writeOurSettings opens our side of the connection: settings, then the
+// connection window raised from the protocol's 64 KiB to ours.
+func (c *h2conn) writeOurSettings(maxStreams bool) {
+	ss := []http2.Setting{
+		{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize},
+	}
+	if maxStreams {
+		ss = append(ss, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: relayMaxStreams})
+	} else {
+		ss = append(ss, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+	}
+	c.writeSettings(ss...)
+	c.writeWindowUpdate(0, relayConnWindow-h2DefaultWindow)
+	c.recvAvail = relayConnWindow
+}
+
+// flush writes out whatever is buffered.
+func (c *h2conn) flush() {
+	c.wmu.Lock()
+	if c.werr == nil && c.bw.Buffered() > 0 {
+		if err := c.bw.Flush(); err != nil {
+			c.failLocked(err)
+		}
+	}
+	c.wmu.Unlock()
+}
+
+// close ends the connection; the reader notices and cleans up.
+func (c *h2conn) close() {
+	c.wmu.Lock()
+	c.failLocked(net.ErrClosed)
+	c.wmu.Unlock()
+}
+
+// flushAndClose ends the connection after what is buffered (a GOAWAY).
+func (c *h2conn) flushAndClose() {
+	c.wmu.Lock()
+	if c.werr == nil {
+		_ = c.bw.Flush()
+	}
+	c.failLocked(net.ErrClosed)
+	c.wmu.Unlock()
+}
+
+// applySettings takes in the peer's SETTINGS. It returns the change of the
+// initial stream window, which open streams' send windows must follow.
+func (c *h2conn) applySettings(f *http2.SettingsFrame) (winDelta int64, err error) {
+	err = f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			winDelta += int64(s.Val) - c.peerInitWin
+			c.peerInitWin = int64(s.Val)
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrame = int(s.Val)
+		case http2.SettingMaxConcurrentStreams:
+			c.peerMaxStreams = s.Val
+		case http2.SettingHeaderTableSize:
+			c.wmu.Lock()
+			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.wmu.Unlock()
+		}
+		return nil
+	})
+	return winDelta, err
+}

@@ -1,0 +1,276 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+
+	"golang.org/x/net/http2/hpack"
+)
+
+// flow is one direction of a relayed stream: bytes from src to dst. Flow
+// control is per hop: src's window is replenished only for bytes written to
+// dst (or dropped), so a destination that does not read holds the source
+// back instead of making crishim buffer. All fields are guarded by the
+// session's mu.
+type flow struct {
+	st           *stream
+	src, dst     *h2conn
+	srcID, dstID uint32
+
+	sendWin   int64 // dst's window for this stream
+	recvAvail int64 // what src may still send on this stream
+	recvOwed  int64 // consumed from src, not yet returned with WINDOW_UPDATE
+
+	// Bytes waiting for dst's window, at most what src was allowed to
+	// send; then either trailers or a bare END_STREAM.
+	queue    byteQueue
+	endAfter bool
+	trailers []hpack.HeaderField
+	queued   bool // on dst.blocked
+
+	srcEnded bool // src sent END_STREAM
+	dstEnded bool // we sent END_STREAM to dst
+	msgs     msgLimit
+}
+
+func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
+	f.st, f.src, f.dst, f.srcID, f.dstID = st, src, dst, srcID, dstID
+	f.sendWin = dst.peerInitWin
+	f.recvAvail = relayStreamWindow
+}
+
+// consumed returns n bytes of src's window: they left crishim (or were
+// dropped). Updates are batched to a quarter of the window, as grpc-go does,
+// so a small call costs no WINDOW_UPDATE at all.
+func (f *flow) consumed(n int64) {
+	if n == 0 {
+		return
+	}
+	f.recvOwed += n
+	f.src.recvOwed += n
+	if !f.srcEnded && f.recvOwed >= relayStreamWindow/4 {
+		f.src.writeWindowUpdate(f.srcID, f.recvOwed)
+		f.recvAvail += f.recvOwed
+		f.recvOwed = 0
+	}
+	creditConn(f.src)
+}
+
+func creditConn(c *h2conn) {
+	if c.recvOwed >= relayConnWindow/4 {
+		c.writeWindowUpdate(0, c.recvOwed)
+		c.recvAvail += c.recvOwed
+		c.recvOwed = 0
+	}
+}
+
+// forward sends p to dst now as far as windows allow and queues the rest.
+func (f *flow) forward(p []byte, end bool) {
+	if end {
+		f.srcEnded = true
+	}
+	if f.queue.len() == 0 && f.trailers == nil {
+		n := f.send(p, end)
+		p = p[n:]
+		if len(p) == 0 {
+			if end && !f.dstEnded {
+				// Nothing was left to carry the flag (p was empty).
+				f.dst.writeData(f.dstID, nil, true)
+				f.dstEnded = true
+			}
+			return
+		}
+	}
+	f.queue.push(p)
+	if end {
+		f.endAfter = true
+	}
+	f.block()
+}
+
+// send writes as much of p as the windows allow, in frames dst accepts, and
+// returns how much it wrote. end goes on the last frame if all of p fits.
+func (f *flow) send(p []byte, end bool) int {
+	sent := 0
+	for len(p) > 0 {
+		n := int64(len(p))
+		n = min(n, f.sendWin, f.dst.sendWin, int64(f.dst.peerMaxFrame))
+		if n <= 0 {
+			break
+		}
+		last := end && int(n) == len(p)
+		f.dst.writeData(f.dstID, p[:n], last)
+		if last {
+			f.dstEnded = true
+		}
+		f.sendWin -= n
+		f.dst.sendWin -= n
+		p = p[n:]
+		sent += int(n)
+	}
+	f.consumed(int64(sent))
+	return sent
+}
+
+// pump sends what is queued once dst has opened its windows, then the
+// trailers or END_STREAM that waited behind it.
+func (f *flow) pump() {
+	for f.queue.len() > 0 {
+		p := f.queue.head()
+		last := len(p) == f.queue.len()
+		n := f.send(p, last && f.endAfter && f.trailers == nil)
+		f.queue.consume(n)
+		if n < len(p) {
+			f.block()
+			return
+		}
+	}
+	switch {
+	case f.dstEnded:
+	case f.trailers != nil:
+		f.dst.writeHeaders(f.dstID, f.trailers, true)
+		f.trailers = nil
+		f.dstEnded = true
+	case f.endAfter:
+		f.dst.writeData(f.dstID, nil, true)
+		f.dstEnded = true
+	}
+}
+
+// endWith sends trailers to dst after whatever is queued.
+func (f *flow) endWith(trailers []hpack.HeaderField) {
+	f.srcEnded = true
+	if f.dstEnded {
+		return
+	}
+	f.trailers = trailers
+	if f.queue.len() == 0 {
+		f.pump()
+	}
+}
+
+// drop discards what is queued, returning its bytes to src's connection
+// window (the stream is over; its own window no longer matters).
+func (f *flow) drop() {
+	if n := int64(f.queue.len()); n > 0 {
+		f.src.recvOwed += n
+		creditConn(f.src)
+	}
+	f.queue.reset()
+	f.trailers, f.endAfter = nil, false
+	if f.queued {
+		f.dst.blocked = slices.DeleteFunc(f.dst.blocked, func(g *flow) bool { return g == f })
+		f.queued = false
+	}
+}
+
+func (f *flow) block() {
+	if !f.queued && f.sendWin > 0 {
+		// Only the connection window can free this flow without a
+		// WINDOW_UPDATE for its own stream.
+		f.queued = true
+		f.dst.blocked = append(f.dst.blocked, f)
+	}
+}
+
+// msgLimit follows the gRPC length prefixes in a stream of DATA payloads,
+// so that the message size limit holds without decoding any message.
+type msgLimit struct {
+	hdr  [5]byte
+	nhdr int
+	left uint64
+}
+
+// scan returns the length of the first message in p larger than max.
+func (m *msgLimit) scan(p []byte, max int) (uint32, bool) {
+	for len(p) > 0 {
+		if m.left > 0 {
+			n := min(m.left, uint64(len(p)))
+			m.left -= n
+			p = p[n:]
+			continue
+		}
+		c := copy(m.hdr[m.nhdr:], p)
+		m.nhdr += c
+		p = p[c:]
+		if m.nhdr < len(m.hdr) {
+			return 0, false
+		}
+		m.nhdr = 0
+		size := binary.BigEndian.Uint32(m.hdr[1:])
+		if int64(size) > int64(max) {
+			return size, true
+		}
+		m.left = uint64(size)
+	}
+	return 0, false
+}
+
+// byteQueue holds a flow's waiting bytes in frame-sized chunks: a queue
+// that is filled at the tail while the head drains must not be one slice,
+// whose regrowth would copy everything waiting again and again.
+type byteQueue struct {
+	chunks []*[]byte
+	off    int // consumed bytes of chunks[0]
+	n      int
+}
+
+const chunkSize = h2DefaultMaxFrame
+
+var chunkPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, chunkSize)
+	return &b
+}}
+
+func (q *byteQueue) len() int { return q.n }
+
+func (q *byteQueue) push(p []byte) {
+	q.n += len(p)
+	for len(p) > 0 {
+		if k := len(q.chunks); k > 0 {
+			last := q.chunks[k-1]
+			if room := cap(*last) - len(*last); room > 0 {
+				c := min(room, len(p))
+				*last = append(*last, p[:c]...)
+				p = p[c:]
+				continue
+			}
+		}
+		q.chunks = append(q.chunks, chunkPool.Get().(*[]byte))
+	}
+}
+
+// head is the first contiguous run of waiting bytes.
+func (q *byteQueue) head() []byte {
+	if q.n == 0 {
+		return nil
+	}
+	return (*q.chunks[0])[q.off:]
+}
+
+func (q *byteQueue) consume(n int) {
+	q.n -= n
+	q.off += n
+	for len(q.chunks) > 0 && q.off >= len(*q.chunks[0]) && (len(q.chunks) > 1 || q.n == 0) {
+		q.off -= len(*q.chunks[0])
+		q.release(q.chunks[0])
+		q.chunks[0] = nil
+		q.chunks = q.chunks[1:]
+	}
+	if len(q.chunks) == 0 {
+		q.chunks, q.off = nil, 0
+	}
+}
+
+func (q *byteQueue) reset() {
+	for _, c := range q.chunks {
+		q.release(c)
+	}
+	q.chunks, q.off, q.n = nil, 0, 0
+}
+
+func (q *byteQueue) release(c *[]byte) {
+	*c = (*c)[:0]
+	chunkPool.Put(c)
+}

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// relay is the h2 pass-through: it serves the kubelet-facing socket itself
+// and relays HTTP/2 frames of pass-through calls to the runtime, with no
+// gRPC machinery in between. Intercepted methods and crishim's own services
+// are relayed the same way to crishim's gRPC server, which listens on an
+// in-memory connection (never on a socket: that would bypass the CRI
+// socket's permissions).
+type relay struct {
+	router    router
+	endpoints [numRoutes]*endpoint
+	maxMsg    int
+	observe   CallObserver
+	log       *slog.Logger
+	local     *bufconn.Listener
+	grpc      *grpc.Server
+
+	mu        sync.Mutex
+	sessions  map[*session]struct{}
+	listeners []net.Listener
+	stopped   bool
+	localUp   bool
+	sessWG    sync.WaitGroup // sessions
+	serveWG   sync.WaitGroup // accept loops and the local gRPC server
+}
+
+// localBufSize is the in-memory connection's buffer per direction.
+const localBufSize = 1 << 20
+
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, size int) *relay {
+	r := &relay{
+		maxMsg:   size,
+		observe:  opts.Observe,
+		log:      opts.Log,
+		local:    bufconn.Listen(localBufSize),
+		grpc:     gs,
+		sessions: map[*session]struct{}{},
+		router: router{
+			local:      map[string]bool{},
+			services:   map[string]bool{},
+			splitImage: b.imagePath != b.runtimePath,
+		},
+	}
+	for _, m := range opts.Intercept {
+		r.router.local[m.FullMethod] = true
+	}
+	for _, svc := range opts.Services {
+		r.router.services[svc.Desc.ServiceName] = true
+	}
+	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
+	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
+	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: r.local.DialContext}
+	return r
+}
+
+func (r *relay) serve(l net.Listener) error {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return grpc.ErrServerStopped
+	}
+	r.listeners = append(r.listeners, l)
+	r.serveWG.Add(1)
+	if !r.localUp {
+		r.localUp = true
+		r.serveWG.Add(1)
+		go func() {
+			defer r.serveWG.Done()
+			_ = r.grpc.Serve(r.local)
+		}()
+	}
+	r.mu.Unlock()
+	defer r.serveWG.Done()
+
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			r.mu.Lock()
+			stopped := r.stopped
+			r.mu.Unlock()
+			if stopped {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				// Out of file descriptors, say: wait rather than
+				// exit, as net/http and grpc-go do.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		delay = 0
+		s := newSession(r, nc)
+		r.mu.Lock()
+		if r.stopped {
+			r.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		r.sessions[s] = struct{}{}
+		r.sessWG.Add(1)
+		r.mu.Unlock()
+		go func() {
+			defer r.sessWG.Done()
+			s.run()
+			r.mu.Lock()
+			delete(r.sessions, s)
+			r.mu.Unlock()
+		}()
+	}
+}
+
+// shutdown stops accepting, asks every client to go away (in-flight calls
+// go on), waits for the sessions to end until ctx is done, then cuts the
+// rest.
+func (r *relay) shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.stopped = true
+	for _, l := range r.listeners {
+		_ = l.Close()
+	}
+	sessions := make([]*session, 0, len(r.sessions))
+	for s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	for _, s := range sessions {
+		s.goAway()
+	}
+	done := make(chan struct{})
+	go func() {
+		r.sessWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.mu.Lock()
+		for s := range r.sessions {
+			s.cancel() // a dial in progress
+			s.client.close()
+		}
+		r.mu.Unlock()
+		<-done
+	}
+	// No session is left to call the local server: stop it, then wait for
+	// the accept loops.
+	r.grpc.Stop()
+	_ = r.local.Close()
+	r.serveWG.Wait()
+}

@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// route is where the relay sends a call.
+type route uint8
+
+const (
+	routeRuntime route = iota // the runtime endpoint: everything not listed below
+	routeImage                // the image endpoint, when it differs from the runtime's
+	routeLocal                // crishim's own gRPC server: intercepted methods and crishim.v1
+	numRoutes
+)
+
+func (r route) String() string {
+	return [...]string{"runtime", "image", "crishim"}[r]
+}
+
+// router decides a call's route from its :path alone.
+type router struct {
+	local      map[string]bool // intercepted full method names
+	services   map[string]bool // crishim's own services
+	splitImage bool
+}
+
+func (r *router) route(path string) route {
+	if r.local[path] {
+		return routeLocal
+	}
+	if service, _, ok := splitMethod(path); ok && r.services[service] {
+		return routeLocal
+	}
+	if r.splitImage && strings.HasPrefix(path, imageServicePrefix) {
+		return routeImage
+	}
+	return routeRuntime
+}
+
+// endpoint dials one upstream for every session, with one backoff: a
+// runtime that is down is asked again after 50 ms, then less and less often
+// up to every 2 s, while calls in between answer Unavailable at once.
+type endpoint struct {
+	name string
+	dial func(ctx context.Context) (net.Conn, error)
+
+	mu       sync.Mutex
+	failures int
+	retryAt  time.Time
+	lastErr  error
+}
+
+// dialTimeout bounds a dial that blocks (a runtime too busy to accept);
+// it is not a latency budget.
+const dialTimeout = 5 * time.Second
+
+func unixEndpoint(name, path string) *endpoint {
+	var d net.Dialer
+	return &endpoint{name: name, dial: func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	}}
+}
+
+func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
+	e.mu.Lock()
+	if time.Now().Before(e.retryAt) {
+		err := e.lastErr
+		e.mu.Unlock()
+		return nil, err
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	nc, err := e.dial(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.failures++
+		e.retryAt = time.Now().Add(backoffDelay(e.failures))
+		e.lastErr = fmt.Errorf("connect to the %s: %w", e.name, err)
+		return nil, e.lastErr
+	}
+	e.failures, e.retryAt, e.lastErr = 0, time.Time{}, nil
+	return nc, nil
+}
+
+// backoffDelay follows reconnectBackoff, the grpc-go connections' policy.
+func backoffDelay(failures int) time.Duration {
+	d := float64(reconnectBackoff.BaseDelay)
+	for i := 1; i < failures && d < float64(reconnectBackoff.MaxDelay); i++ {
+		d *= reconnectBackoff.Multiplier
+	}
+	d = min(d, float64(reconnectBackoff.MaxDelay))
+	d *= 1 + reconnectBackoff.Jitter*(rand.Float64()*2-1)
+	return time.Duration(d)
+}

@@ -1,0 +1,557 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+)
+
+// session is one client connection and the upstream connections its calls
+// travel on. Each connection has one reader goroutine, which handles a frame
+// by writing straight into the destination connection's buffer and flushes
+// once it has nothing more to read: a unary call costs two reads and two
+// writes in crishim, and no goroutine handoff.
+//
+// Upstream connections belong to the session rather than being shared:
+// then a client that stops reading holds back only its own calls, and
+// connection-level flow control maps one to one.
+type session struct {
+	r      *relay
+	client *h2conn
+	ctx    context.Context // ends dials when the session ends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // upstream readers
+
+	mu       sync.Mutex
+	streams  map[uint32]*stream // by client stream ID
+	ups      [numRoutes]*upstream
+	draining map[*upstream]struct{} // gone away, finishing their calls
+	lastCID  uint32
+	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
+	goAway2  bool // sent GOAWAY(lastCID): refuse newer streams
+}
+
+// upstream is one connection from a session to a runtime endpoint or to
+// crishim's own gRPC server.
+type upstream struct {
+	c        *h2conn
+	route    route
+	streams  map[uint32]*stream // by upstream stream ID
+	nextID   uint32
+	draining bool
+}
+
+// stream is one relayed call: a client stream paired with an upstream one.
+type stream struct {
+	cid, uid       uint32
+	up             *upstream
+	method         string
+	route          route
+	toUp, toClient flow
+	headersSent    bool // response headers went to the client
+	start          time.Time
+	done           func(codes.Code)
+	code           codes.Code
+	msg            string // grpc-message as on the wire
+	over           bool
+}
+
+// shutdownPing tells the PING ack that ends the first phase of a graceful
+// GOAWAY apart from others.
+var shutdownPing = [8]byte{'c', 'r', 'i', 's', 'h', 'i', 'm', '!'}
+
+// handshakeTimeout bounds how long a connection may take to send its
+// preface; it only keeps a silent peer from holding a goroutine forever.
+const handshakeTimeout = 10 * time.Second
+
+func newSession(r *relay, nc net.Conn) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &session{
+		r:        r,
+		client:   newH2conn(nc),
+		ctx:      ctx,
+		cancel:   cancel,
+		streams:  map[uint32]*stream{},
+		draining: map[*upstream]struct{}{},
+	}
+	// Buffered now, so that a GOAWAY from Shutdown can only follow it.
+	s.client.writeOurSettings(true)
+	return s
+}
+
+func (s *session) run() {
+	defer s.teardown()
+	c := s.client
+	c.flush()
+	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	var preface [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.br, preface[:]); err != nil || string(preface[:]) != http2.ClientPreface {
+		return
+	}
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return
+	}
+	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+		s.connError(http2.ConnectionError(http2.ErrCodeProtocol))
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	for {
+		s.mu.Lock()
+		err = s.onClientFrame(f)
+		s.mu.Unlock()
+		if err != nil {
+			s.connError(err)
+			return
+		}
+		for {
+			if !c.frameReady() {
+				s.flushAll(c)
+			}
+			f, err = c.fr.ReadFrame()
+			var se http2.StreamError
+			if !errors.As(err, &se) {
+				break
+			}
+			s.mu.Lock()
+			s.resetClient(se.StreamID, se.Code)
+			s.mu.Unlock()
+		}
+		if err != nil {
+			s.connError(err)
+			return
+		}
+	}
+}
+
+// connError answers a protocol violation with GOAWAY; other errors (the
+// client hung up) need no answer.
+func (s *session) connError(err error) {
+	var ce http2.ConnectionError
+	code := http2.ErrCode(0)
+	switch {
+	case errors.As(err, &ce):
+		code = http2.ErrCode(ce)
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		code = http2.ErrCodeFrameSize
+	default:
+		return
+	}
+	s.mu.Lock()
+	last := s.lastCID
+	s.mu.Unlock()
+	s.client.writeGoAway(last, code, "crishim: "+code.String())
+	s.client.flush()
+}
+
+// teardown ends the session once the client connection is gone: calls
+// still open end with it, and closing the upstream connections cancels
+// them in the runtime.
+func (s *session) teardown() {
+	s.cancel()
+	s.client.close()
+	s.mu.Lock()
+	for _, st := range s.streams {
+		st.code, st.msg = codes.Canceled, "the client connection closed"
+		s.finish(st)
+	}
+	ups := s.upstreams()
+	s.mu.Unlock()
+	for _, up := range ups {
+		up.c.close()
+	}
+	s.wg.Wait()
+}
+
+func (s *session) upstreams() []*upstream {
+	var ups []*upstream
+	for _, up := range s.ups {
+		if up != nil {
+			ups = append(ups, up)
+		}
+	}
+	for up := range s.draining {
+		ups = append(ups, up)
+	}
+	return ups
+}
+
+// flushAll writes out every connection's buffer. Readers call it before
+// they block, which covers both what they relayed and the control frames
+// they answered. The reader's own connection goes last: what it relayed is
+// on the critical path, its PING and SETTINGS acks are not.
+func (s *session) flushAll(own *h2conn) {
+	var buf [numRoutes + 3]*h2conn
+	conns := buf[:0]
+	s.mu.Lock()
+	if s.client != own {
+		conns = append(conns, s.client)
+	}
+	for _, up := range s.ups {
+		if up != nil && up.c != own {
+			conns = append(conns, up.c)
+		}
+	}
+	for up := range s.draining {
+		if up.c != own {
+			conns = append(conns, up.c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range append(conns, own) {
+		c.flush()
+	}
+}
+
+// goAway starts a graceful close: GOAWAY with the highest stream ID and a
+// PING, then, once the PING comes back (every stream the client sent before
+// is known by then), GOAWAY with the real last stream ID. Calls in flight go
+// on; the connection closes when the last one ends.
+func (s *session) goAway() {
+	s.mu.Lock()
+	if !s.goAway1 {
+		s.goAway1 = true
+		s.client.writeGoAway(h2MaxStreamID, http2.ErrCodeNo, "")
+		s.client.writePing(false, shutdownPing)
+	}
+	s.mu.Unlock()
+	s.client.flush()
+}
+
+func (s *session) onClientFrame(f http2.Frame) error {
+	c := s.client
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return s.onClientData(f)
+	case *http2.MetaHeadersFrame:
+		return s.onClientHeaders(f)
+	case *http2.WindowUpdateFrame:
+		inc := int64(f.Increment)
+		if f.StreamID == 0 {
+			c.sendWin += inc
+			if c.sendWin > h2MaxStreamID {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			s.unblock(c)
+			return nil
+		}
+		if st := s.streams[f.StreamID]; st != nil {
+			st.toClient.sendWin += inc
+			st.toClient.pump()
+			s.settle(st)
+		}
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		delta, err := c.applySettings(f)
+		if err != nil {
+			return err
+		}
+		c.writeSettingsAck()
+		if delta != 0 {
+			for _, st := range s.streams {
+				st.toClient.sendWin += delta
+				if delta > 0 {
+					st.toClient.pump()
+					s.settle(st)
+				}
+			}
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.writePing(true, f.Data)
+		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
+			s.goAway2 = true
+			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
+			if len(s.streams) == 0 {
+				c.flushAndClose()
+			}
+		}
+	case *http2.RSTStreamFrame:
+		st := s.streams[f.StreamID]
+		if st == nil {
+			if f.StreamID > s.lastCID {
+				return http2.ConnectionError(http2.ErrCodeProtocol)
+			}
+			return nil
+		}
+		if !st.upstreamClosed() {
+			st.up.c.writeRST(st.uid, f.ErrCode)
+		}
+		st.code, st.msg = rstCode(f.ErrCode), "the client reset the stream: "+f.ErrCode.String()
+		s.finish(st)
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	// GOAWAY from the client needs nothing: it closes the connection when
+	// its calls are done. PRIORITY and unknown frames are ignored.
+	return nil
+}
+
+func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
+	c := s.client
+	id := mh.StreamID
+	if st := s.streams[id]; st != nil {
+		// Trailers from the client: legal, though gRPC clients send none.
+		if !mh.StreamEnded() || st.toUp.srcEnded {
+			s.abort(st, http2.ErrCodeProtocol, codes.Internal, "crishim: unexpected HEADERS from the client")
+			return nil
+		}
+		st.toUp.endWith(mh.Fields)
+		s.settle(st)
+		return nil
+	}
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if id <= s.lastCID {
+		return nil // a stream crishim already ended
+	}
+	s.lastCID = id
+	end := mh.StreamEnded()
+	if s.goAway2 || len(s.streams) >= relayMaxStreams {
+		c.writeRST(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	path := mh.PseudoValue("path")
+	if path == "" || mh.Truncated {
+		c.writeRST(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	rt := s.r.router.route(path)
+	up, err := s.upstream(rt)
+	if err != nil {
+		s.answer(id, path, rt, end, codes.Unavailable, "crishim: "+err.Error())
+		return nil
+	}
+	if uint32(len(up.streams)) >= up.c.peerMaxStreams {
+		c.writeRST(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	st := &stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
+		code: codes.Unknown, msg: "crishim: the call ended without a grpc-status"}
+	up.nextID += 2
+	if up.nextID > h2MaxStreamID {
+		s.retire(up) // out of stream IDs: the next call dials afresh
+	}
+	st.toUp.init(st, c, up.c, id, st.uid)
+	st.toClient.init(st, up.c, c, st.uid, id)
+	s.streams[id] = st
+	up.streams[st.uid] = st
+	if rt != routeLocal && s.r.observe != nil {
+		st.done = s.r.observe.CallStarted(path)
+	}
+	up.c.writeHeaders(st.uid, mh.Fields, end)
+	if end {
+		st.toUp.srcEnded, st.toUp.dstEnded = true, true
+	}
+	return nil
+}
+
+func (s *session) onClientData(f *http2.DataFrame) error {
+	c := s.client
+	n := int64(f.Length)
+	if n > c.recvAvail {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvAvail -= n
+	st := s.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > s.lastCID {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		// A call crishim already ended: the bytes count only against the
+		// connection, which must get them back.
+		c.recvOwed += n
+		creditConn(c)
+		return nil
+	}
+	fl := &st.toUp
+	switch {
+	case fl.srcEnded:
+		c.recvOwed += n
+		creditConn(c)
+		s.abort(st, http2.ErrCodeStreamClosed, codes.Internal, "crishim: DATA after the end of the stream")
+		return nil
+	case n > fl.recvAvail:
+		c.recvOwed += n
+		creditConn(c)
+		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overran its flow-control window")
+		return nil
+	}
+	fl.recvAvail -= n
+	data := f.Data()
+	fl.consumed(n - int64(len(data))) // padding
+	if st.route != routeLocal {
+		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
+			c.recvOwed += int64(len(data))
+			creditConn(c)
+			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
+			return nil
+		}
+	}
+	fl.forward(data, f.StreamEnded())
+	s.settle(st)
+	return nil
+}
+
+// resetClient answers a malformed frame on one stream.
+func (s *session) resetClient(id uint32, code http2.ErrCode) {
+	if st := s.streams[id]; st != nil {
+		s.abort(st, code, codes.Internal, "crishim: malformed frame from the client")
+		return
+	}
+	if id%2 == 1 && id > s.lastCID {
+		s.lastCID = id
+	}
+	s.client.writeRST(id, code)
+}
+
+// upstream returns the connection for a route, dialing it if needed. The
+// dial happens without the lock: only this (the client's) reader opens
+// streams and connections, and the others must not wait for a dial.
+func (s *session) upstream(rt route) (*upstream, error) {
+	if up := s.ups[rt]; up != nil {
+		return up, nil
+	}
+	s.mu.Unlock()
+	nc, err := s.r.endpoints[rt].connect(s.ctx)
+	s.mu.Lock()
+	if err != nil {
+		return nil, err
+	}
+	up := &upstream{c: newH2conn(nc), route: rt, streams: map[uint32]*stream{}, nextID: 1}
+	up.c.writeRaw([]byte(http2.ClientPreface))
+	up.c.writeOurSettings(false)
+	s.ups[rt] = up
+	s.wg.Add(1)
+	go s.readUpstream(up)
+	return up, nil
+}
+
+// answer ends a call crishim could not relay with a trailers-only response.
+func (s *session) answer(id uint32, method string, rt route, clientEnded bool, code codes.Code, msg string) {
+	s.client.writeHeaders(id, statusFields(code, msg, false), true)
+	if !clientEnded {
+		s.client.writeRST(id, http2.ErrCodeNo)
+	}
+	if rt == routeLocal {
+		return
+	}
+	if s.r.observe != nil {
+		s.r.observe.CallStarted(method)(code)
+	}
+	logRelayed(s.r.log, method, time.Now(), code, msg)
+}
+
+// unblock sends what waited for c's connection window.
+func (s *session) unblock(c *h2conn) {
+	blocked := c.blocked
+	c.blocked = nil
+	for _, f := range blocked {
+		f.queued = false
+	}
+	for _, f := range blocked {
+		if !f.st.over {
+			f.pump()
+			s.settle(f.st)
+		}
+	}
+}
+
+// settle ends the call once the client has its end of stream, as a gRPC
+// server does: a client still sending gets RST_STREAM(NO_ERROR).
+func (s *session) settle(st *stream) {
+	if st.over || !st.toClient.dstEnded {
+		return
+	}
+	if !st.toUp.srcEnded {
+		s.client.writeRST(st.cid, http2.ErrCodeNo)
+	}
+	if !st.upstreamClosed() {
+		st.up.c.writeRST(st.uid, http2.ErrCodeCancel)
+	}
+	s.finish(st)
+}
+
+// upstreamClosed says whether the upstream stream is closed both ways, so
+// that it needs no RST_STREAM.
+func (st *stream) upstreamClosed() bool {
+	return st.toUp.dstEnded && st.toClient.srcEnded
+}
+
+// abort resets the call on both sides.
+func (s *session) abort(st *stream, code http2.ErrCode, status codes.Code, msg string) {
+	s.client.writeRST(st.cid, code)
+	if !st.upstreamClosed() {
+		st.up.c.writeRST(st.uid, http2.ErrCodeCancel)
+	}
+	st.code, st.msg = status, encodeGrpcMessage(msg)
+	s.finish(st)
+}
+
+// endLocally ends the call with a status of crishim's own, after the
+// response headers if they went out, as trailers-only otherwise.
+func (s *session) endLocally(st *stream, code codes.Code, msg string) {
+	if !st.upstreamClosed() {
+		st.up.c.writeRST(st.uid, http2.ErrCodeCancel)
+	}
+	st.toClient.drop()
+	if !st.toClient.dstEnded {
+		s.client.writeHeaders(st.cid, statusFields(code, msg, st.headersSent), true)
+		st.toClient.dstEnded = true
+	}
+	if !st.toUp.srcEnded {
+		s.client.writeRST(st.cid, http2.ErrCodeNo)
+	}
+	st.code, st.msg = code, encodeGrpcMessage(msg)
+	s.finish(st)
+}
+
+// finish forgets a call and reports it.
+func (s *session) finish(st *stream) {
+	if st.over {
+		return
+	}
+	st.over = true
+	st.toUp.drop()
+	st.toClient.drop()
+	delete(s.streams, st.cid)
+	up := st.up
+	delete(up.streams, st.uid)
+	if up.draining && len(up.streams) == 0 {
+		up.c.flushAndClose()
+	}
+	if st.done != nil {
+		st.done(st.code)
+	}
+	if st.route != routeLocal {
+		logRelayed(s.r.log, st.method, st.start, st.code, st.msg)
+	}
+	if s.goAway2 && len(s.streams) == 0 {
+		s.client.flushAndClose()
+	}
+}
+
+// retire stops new calls from using up; it closes when its calls are done.
+func (s *session) retire(up *upstream) {
+	if !up.draining {
+		up.draining = true
+		if s.ups[up.route] == up {
+			s.ups[up.route] = nil
+		}
+		s.draining[up] = struct{}{}
+	}
+	if len(up.streams) == 0 {
+		up.c.flushAndClose()
+	}
+}

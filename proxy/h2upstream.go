@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+)
+
+// readUpstream is an upstream connection's reader: it relays what the
+// runtime (or crishim's gRPC server) answers to the client.
+func (s *session) readUpstream(up *upstream) {
+	defer s.wg.Done()
+	c := up.c
+	var err error
+	for err == nil {
+		if !c.frameReady() {
+			s.flushAll(c)
+		}
+		var f http2.Frame
+		if f, err = c.fr.ReadFrame(); err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				s.mu.Lock()
+				if st := up.streams[se.StreamID]; st != nil {
+					s.endLocally(st, codes.Internal, "crishim: malformed frame from the "+s.r.endpoints[up.route].name+": "+se.Error())
+				}
+				s.mu.Unlock()
+				err = nil
+			}
+			continue
+		}
+		s.mu.Lock()
+		err = s.onUpstreamFrame(up, f)
+		s.mu.Unlock()
+	}
+	c.close()
+	s.mu.Lock()
+	s.upstreamGone(up, err)
+	s.mu.Unlock()
+	s.flushAll(s.client)
+}
+
+func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
+	c := up.c
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return s.onUpstreamData(up, f)
+	case *http2.MetaHeadersFrame:
+		st := up.streams[f.StreamID]
+		if st == nil {
+			return nil
+		}
+		if f.StreamEnded() {
+			st.code, st.msg = callStatus(f.Fields)
+			st.toClient.endWith(f.Fields)
+			s.settle(st)
+			return nil
+		}
+		s.client.writeHeaders(st.cid, f.Fields, false)
+		st.headersSent = true
+	case *http2.WindowUpdateFrame:
+		inc := int64(f.Increment)
+		if f.StreamID == 0 {
+			c.sendWin += inc
+			if c.sendWin > h2MaxStreamID {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			s.unblock(c)
+			return nil
+		}
+		if st := up.streams[f.StreamID]; st != nil {
+			st.toUp.sendWin += inc
+			st.toUp.pump()
+		}
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		delta, err := c.applySettings(f)
+		if err != nil {
+			return err
+		}
+		c.writeSettingsAck()
+		if delta != 0 {
+			for _, st := range up.streams {
+				st.toUp.sendWin += delta
+				if delta > 0 {
+					st.toUp.pump()
+				}
+			}
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.writePing(true, f.Data)
+		}
+	case *http2.RSTStreamFrame:
+		st := up.streams[f.StreamID]
+		if st == nil {
+			return nil
+		}
+		if f.ErrCode == http2.ErrCodeNo && st.toClient.srcEnded {
+			// The runtime ended the call and stops listening to the
+			// client; what it answered still goes out in full.
+			st.toUp.drop()
+			st.toUp.dstEnded = true
+			return nil
+		}
+		s.client.writeRST(st.cid, f.ErrCode)
+		st.code = rstCode(f.ErrCode)
+		st.msg = encodeGrpcMessage("the " + s.r.endpoints[up.route].name + " reset the stream: " + f.ErrCode.String())
+		s.finish(st)
+	case *http2.GoAwayFrame:
+		s.upstreamGoAway(up, f.LastStreamID)
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return nil
+}
+
+func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
+	c := up.c
+	n := int64(f.Length)
+	if n > c.recvAvail {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvAvail -= n
+	st := up.streams[f.StreamID]
+	if st == nil || st.toClient.srcEnded {
+		c.recvOwed += n
+		creditConn(c)
+		return nil
+	}
+	fl := &st.toClient
+	if n > fl.recvAvail {
+		c.recvOwed += n
+		creditConn(c)
+		s.endLocally(st, codes.Internal, "crishim: the "+s.r.endpoints[up.route].name+" overran its flow-control window")
+		return nil
+	}
+	fl.recvAvail -= n
+	data := f.Data()
+	fl.consumed(n - int64(len(data)))
+	if st.route != routeLocal {
+		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
+			c.recvOwed += int64(len(data))
+			creditConn(c)
+			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
+			return nil
+		}
+	}
+	fl.forward(data, f.StreamEnded())
+	s.settle(st)
+	return nil
+}
+
+// upstreamGoAway retires a connection the runtime is closing: calls it did
+// not take are refused to the client (gRPC clients retry those at once, and
+// the retry dials afresh), the others finish on it.
+func (s *session) upstreamGoAway(up *upstream, last uint32) {
+	for _, st := range up.streams {
+		if st.uid > last {
+			s.client.writeRST(st.cid, http2.ErrCodeRefusedStream)
+			st.toUp.dstEnded, st.toClient.srcEnded = true, true
+			st.code, st.msg = codes.Unavailable, "the "+s.r.endpoints[up.route].name+" went away before taking the call"
+			s.finish(st)
+		}
+	}
+	s.retire(up)
+}
+
+// upstreamGone ends the calls of a connection that broke.
+func (s *session) upstreamGone(up *upstream, err error) {
+	if s.ups[up.route] == up {
+		s.ups[up.route] = nil
+	}
+	delete(s.draining, up)
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.EOF
+	}
+	for _, st := range up.streams {
+		if st.toClient.srcEnded {
+			// The answer is complete and on its way to the client.
+			st.toUp.drop()
+			st.toUp.dstEnded = true
+			continue
+		}
+		st.toUp.dstEnded, st.toClient.srcEnded = true, true
+		s.endLocally(st, codes.Unavailable, fmt.Sprintf("crishim: lost the connection to the %s: %v", s.r.endpoints[up.route].name, err))
+	}
+}

@@ -1,0 +1,47 @@
+package shim
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/crishim/crishim/shim/crishimv1"
+)
+
+// Signal sends a signal to a container's init process, once: the operator's
+// way to a config reload (SIGHUP) in an image without a kill binary.
+func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (*crishimv1.SignalResponse, error) {
+	g := a.shim.signals
+	id := strings.TrimSpace(req.GetContainerId())
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "container_id: empty; name the container to signal")
+	}
+	sig, err := parseSignal(req.GetSignal())
+	if err != nil {
+		g.metrics.Delivery("api", "invalid", viaNone, codes.InvalidArgument.String())
+		return nil, status.Errorf(codes.InvalidArgument, "signal: %v", err)
+	}
+	c, err := g.find(ctx, id)
+	if err != nil {
+		g.metrics.Delivery("api", sig.name, viaNone, status.Code(err).String())
+		return nil, err
+	}
+	if c == nil {
+		g.metrics.Delivery("api", sig.name, viaNone, codes.NotFound.String())
+		return nil, status.Errorf(codes.NotFound, "container_id: container %q not found", id)
+	}
+	via, err := g.deliver(ctx, c, sig)
+	g.record("api", c, sig, via, err)
+	if err != nil {
+		return nil, err
+	}
+	return &crishimv1.SignalResponse{
+		ContainerId:  c.GetId(),
+		PodSandboxId: c.GetPodSandboxId(),
+		Signal:       sig.name,
+		Number:       int32(sig.num),
+		Via:          via,
+	}, nil
+}

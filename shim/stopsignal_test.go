@@ -1,0 +1,199 @@
+package shim
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/shim/crishimv1"
+)
+
+func TestStopSignalMode(t *testing.T) {
+	tests := []struct {
+		configured string
+		runtime    string // "name version"
+		containerd bool   // a containerd API address is configured (not dialled)
+		effective  string
+		reason     string
+	}{
+		{"auto", "containerd 1.6.20~ds1", false, "pass-through", "containerd 1.6.20~ds1 ignores stop_signal (honoured since 2.3), and crishim cannot emulate it without the containerd API"},
+		{"auto", "containerd v2.2.1", false, "pass-through", "ignores stop_signal (honoured since 2.3)"},
+		{"auto", "containerd v2.3.0", false, "native", "containerd v2.3.0 honours stop_signal (since 2.3)"},
+		{"auto", "containerd 3.0.0", false, "native", "honours stop_signal"},
+		{"auto", "cri-o 1.33.0", false, "pass-through", `runtime "cri-o" 1.33.0 is not known to honour stop_signal`},
+		{"auto", "containerd dev", false, "pass-through", `version "dev" is not a version crishim can compare`},
+		{"native", "containerd 1.6.20", false, "native", "configured"},
+		{"emulate", "containerd 2.3.0", true, "emulate", "configured: delivered at StopContainer"},
+		{"emulate", "containerd 1.6.20", false, "pass-through", "--containerd-address is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.configured+" "+tt.runtime, func(t *testing.T) {
+			f := newTargetFake()
+			f.name, f.version, _ = strings.Cut(tt.runtime, " ")
+			s := startSignalShim(t, f, tt.configured, tt.containerd)
+			m := s.signals.statusMode(context.Background())
+			if m.GetFeature() != "stop-signal" || m.GetConfigured() != tt.configured || m.GetEffective() != tt.effective || !strings.Contains(m.GetReason(), tt.reason) {
+				t.Errorf("mode %+v; want effective %s with %q", m, tt.effective, tt.reason)
+			}
+		})
+	}
+}
+
+// startSignalShim is startTargetShim with a stop-signal mode; containerd
+// gives the shim a containerd API address without a client, enough for
+// decisions that need not dial it.
+func startSignalShim(t *testing.T, f *targetFakeRuntime, mode string, containerd bool) *Shim {
+	t.Helper()
+	s := startTargetShim(t, f, "native")
+	s.opts.StopSignalMode = mode
+	s.signals = s.newSignalling()
+	if containerd {
+		s.signals.ctrd = &Containerd{address: "/run/fake-containerd.sock"}
+	}
+	return s
+}
+
+func stopSignalRequest(sig runtimeapi.Signal, annotations map[string]string) *runtimeapi.CreateContainerRequest {
+	return &runtimeapi.CreateContainerRequest{PodSandboxId: "pod1", Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, StopSignal: sig, Annotations: annotations,
+	}}
+}
+
+func TestCreateContainerWithStopSignal(t *testing.T) {
+	tests := []struct {
+		name       string
+		mode       string
+		containerd bool
+		req        *runtimeapi.CreateContainerRequest
+		code       codes.Code
+		annotation string // as forwarded; empty: none
+	}{
+		{name: "emulate", mode: "emulate", containerd: true, req: stopSignalRequest(runtimeapi.Signal_SIGNAL_SIGUSR1, nil), annotation: "SIGUSR1"},
+		{name: "emulate, real-time signal", mode: "emulate", containerd: true, req: stopSignalRequest(runtimeapi.Signal_SIGNAL_SIGRTMINPLUS3, nil), annotation: "SIGRTMIN+3"},
+		{name: "emulate, no stop signal", mode: "emulate", containerd: true, req: stopSignalRequest(runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, nil)},
+		{name: "native", mode: "native", req: stopSignalRequest(runtimeapi.Signal_SIGNAL_SIGUSR1, nil)},
+		{name: "pass-through", mode: "auto", req: stopSignalRequest(runtimeapi.Signal_SIGNAL_SIGUSR1, nil)},
+		{
+			name: "crishim's annotation from a client", mode: "emulate", containerd: true,
+			req:  stopSignalRequest(runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, map[string]string{StopSignalAnnotation: "SIGKILL"}),
+			code: codes.InvalidArgument,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTargetFake()
+			s := startSignalShim(t, f, tt.mode, tt.containerd)
+			_, err := s.createContainer(context.Background(), tt.req)
+			if status.Code(err) != tt.code {
+				t.Fatalf("CreateContainer: %v; want %s", err, tt.code)
+			}
+			if tt.code != codes.OK {
+				if !strings.Contains(err.Error(), `config.annotations["crishim.io/stop-signal"]`) || len(f.creates) != 0 {
+					t.Errorf("error %v, %d creates reached the runtime", err, len(f.creates))
+				}
+				return
+			}
+			fwd := f.creates[0].GetConfig()
+			if got := fwd.GetAnnotations()[StopSignalAnnotation]; got != tt.annotation {
+				t.Errorf("forwarded annotation %q, want %q", got, tt.annotation)
+			}
+			if fwd.GetStopSignal() != tt.req.GetConfig().GetStopSignal() {
+				t.Errorf("forwarded stop_signal %s, want it unchanged", fwd.GetStopSignal())
+			}
+		})
+	}
+}
+
+func TestContainerStatusReportsStopSignal(t *testing.T) {
+	f := newTargetFake()
+	f.add("plain", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.add("emulated", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.containers["emulated"].annotations = map[string]string{StopSignalAnnotation: "SIGRTMAX-1"}
+	s := startSignalShim(t, f, "auto", false)
+	for id, want := range map[string]runtimeapi.Signal{"plain": runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, "emulated": runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS1} {
+		resp, err := s.signals.status(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetStatus().GetStopSignal(); got != want {
+			t.Errorf("%s: stop_signal %s, want %s", id, got, want)
+		}
+	}
+	if _, err := s.signals.status(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "nosuch"}); status.Code(err) != codes.NotFound {
+		t.Errorf("status of an unknown container: %v; want the runtime's NotFound", err)
+	}
+}
+
+// TestStopWithoutContainerdAPI: a container whose stop signal crishim
+// emulates, stopped by a crishim without the containerd API, is stopped by
+// the runtime as asked rather than left running.
+func TestStopWithoutContainerdAPI(t *testing.T) {
+	f := newTargetFake()
+	f.add("emulated", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.containers["emulated"].annotations = map[string]string{StopSignalAnnotation: "SIGUSR1"}
+	f.add("exited", "pod1", runtimeapi.ContainerState_CONTAINER_EXITED)
+	f.containers["exited"].annotations = map[string]string{StopSignalAnnotation: "SIGUSR1"}
+	s := startSignalShim(t, f, "auto", false)
+	for _, id := range []string{"emulated", "exited", "nosuch"} {
+		if _, err := s.signals.stop(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 10}); err != nil {
+			t.Errorf("StopContainer %s: %v", id, err)
+		}
+	}
+	if strings.Join(f.stopped, ",") != "emulated,exited,nosuch" {
+		t.Errorf("the runtime stopped %v", f.stopped)
+	}
+}
+
+func TestSignalAPIErrors(t *testing.T) {
+	f := newTargetFake()
+	f.add("created", "pod1", runtimeapi.ContainerState_CONTAINER_CREATED)
+	f.add("exited", "pod1", runtimeapi.ContainerState_CONTAINER_EXITED)
+	s := startSignalShim(t, f, "auto", false)
+	a := &api{shim: s}
+	tests := []struct {
+		name, id, signal string
+		code             codes.Code
+		msg              string
+	}{
+		{"no container", "", "SIGHUP", codes.InvalidArgument, "container_id: empty"},
+		{"unknown signal", "created", "SIGFOO", codes.InvalidArgument, `signal: "SIGFOO"`},
+		{"signal 0", "created", "0", codes.InvalidArgument, "signal:"},
+		{"unknown container", "nosuch", "SIGHUP", codes.NotFound, `container_id: container "nosuch" not found`},
+		{"created, not running", "created", "SIGHUP", codes.FailedPrecondition, "CONTAINER_CREATED, not running"},
+		{"exited", "exited", "1", codes.FailedPrecondition, "CONTAINER_EXITED, not running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.Signal(context.Background(), &crishimv1.SignalRequest{ContainerId: tt.id, Signal: tt.signal})
+			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.msg) {
+				t.Fatalf("Signal: %v; want %s with %q", err, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestNotifyRequestErrors(t *testing.T) {
+	s := startSignalShim(t, newTargetFake(), "auto", false)
+	a := &api{shim: s}
+	tests := []struct {
+		name string
+		req  *crishimv1.NotifyRequest
+		msg  string
+	}{
+		{"no notifier", &crishimv1.NotifyRequest{PodSandboxId: "pod1"}, "notifier: empty"},
+		{"no pods", &crishimv1.NotifyRequest{Notifier: "reload"}, "give exactly one"},
+		{"both selections", &crishimv1.NotifyRequest{Notifier: "reload", PodSandboxId: "pod1", LabelSelector: map[string]string{"app": "x"}}, "give exactly one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.Notify(context.Background(), tt.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("Notify: %v; want InvalidArgument with %q", err, tt.msg)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package shim
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/proxy"
+	"github.com/crishim/crishim/streaming"
+)
+
+// streamMethods intercepts the three calls that answer with a stream URL,
+// when crishim runs its streaming server; without one they pass through and
+// clients get the runtime's own URLs.
+func (s *Shim) streamMethods() []proxy.Method {
+	if s.opts.Streaming == nil {
+		return nil
+	}
+	return []proxy.Method{
+		proxy.Unary(runtimeapi.RuntimeService_Exec_FullMethodName, s.exec),
+		proxy.Unary(runtimeapi.RuntimeService_Attach_FullMethodName, s.attach),
+		proxy.Unary(runtimeapi.RuntimeService_PortForward_FullMethodName, s.portForward),
+	}
+}
+
+// exec answers a crishim URL for a request that can succeed now: a request
+// the runtime would refuse at connect time would otherwise cost the client a
+// token and a round trip to learn it.
+func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	if err := validateExec(req); err != nil {
+		return nil, err
+	}
+	if err := s.streamContainerRunning(ctx, req.GetContainerId()); err != nil {
+		return nil, err
+	}
+	url, err := s.opts.Streaming.Issue(streaming.Exec, req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ExecResponse{Url: url}, nil
+}
+
+func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	if err := validateAttach(req); err != nil {
+		return nil, err
+	}
+	if err := s.streamContainerRunning(ctx, req.GetContainerId()); err != nil {
+		return nil, err
+	}
+	url, err := s.opts.Streaming.Issue(streaming.Attach, req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.AttachResponse{Url: url}, nil
+}
+
+func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	if err := validatePortForward(req); err != nil {
+		return nil, err
+	}
+	if err := s.streamSandboxReady(ctx, req.GetPodSandboxId()); err != nil {
+		return nil, err
+	}
+	url, err := s.opts.Streaming.Issue(streaming.PortForward, req)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeapi.PortForwardResponse{Url: url}, nil
+}
+
+// The checks are those of the CRI spec and k8s.io/cri-streaming, which the
+// runtimes apply when they issue their own URLs.
+
+func validateExec(req *runtimeapi.ExecRequest) error {
+	if req.GetContainerId() == "" {
+		return status.Error(codes.InvalidArgument, "container_id is required")
+	}
+	if len(req.GetCmd()) == 0 {
+		return status.Error(codes.InvalidArgument, "cmd is required: the command to run in the container")
+	}
+	return validateStdio(req.GetTty(), req.GetStdin(), req.GetStdout(), req.GetStderr())
+}
+
+func validateAttach(req *runtimeapi.AttachRequest) error {
+	if req.GetContainerId() == "" {
+		return status.Error(codes.InvalidArgument, "container_id is required")
+	}
+	return validateStdio(req.GetTty(), req.GetStdin(), req.GetStdout(), req.GetStderr())
+}
+
+func validateStdio(tty, stdin, stdout, stderr bool) error {
+	if tty && stderr {
+		return status.Error(codes.InvalidArgument, "tty and stderr cannot both be true: a TTY carries stdout and stderr as one stream")
+	}
+	if !stdin && !stdout && !stderr {
+		return status.Error(codes.InvalidArgument, "one of stdin, stdout and stderr must be true")
+	}
+	return nil
+}
+
+func validatePortForward(req *runtimeapi.PortForwardRequest) error {
+	if req.GetPodSandboxId() == "" {
+		return status.Error(codes.InvalidArgument, "pod_sandbox_id is required")
+	}
+	for i, p := range req.GetPort() {
+		if p < 1 || p > 65535 {
+			return status.Errorf(codes.InvalidArgument, "port[%d] = %d: not a TCP port (1-65535)", i, p)
+		}
+	}
+	return nil
+}
+
+// streamContainerRunning: exec and attach need a running container.
+func (s *Shim) streamContainerRunning(ctx context.Context, id string) error {
+	resp, err := s.runtimeClient().ContainerStatus(toRuntime(ctx), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if status.Code(err) == codes.NotFound {
+		return status.Errorf(codes.NotFound, "container_id %q: no such container", id)
+	}
+	if err != nil {
+		return err // the runtime's own status, e.g. Unavailable
+	}
+	if st := resp.GetStatus().GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return status.Errorf(codes.FailedPrecondition, "container_id %q: container is %s, not running", id, st)
+	}
+	return nil
+}
+
+// streamSandboxReady: port-forward needs a ready pod sandbox (its network
+// namespace is where the ports are).
+func (s *Shim) streamSandboxReady(ctx context.Context, id string) error {
+	resp, err := s.runtimeClient().PodSandboxStatus(toRuntime(ctx), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if status.Code(err) == codes.NotFound {
+		return status.Errorf(codes.NotFound, "pod_sandbox_id %q: no such pod sandbox", id)
+	}
+	if err != nil {
+		return err
+	}
+	if st := resp.GetStatus().GetState(); st != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return status.Errorf(codes.FailedPrecondition, "pod_sandbox_id %q: pod sandbox is %s, not ready", id, st)
+	}
+	return nil
+}

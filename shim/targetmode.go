@@ -1,0 +1,74 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/shim/crishimv1"
+)
+
+// --pid-target-mode values, and the effective mode "reject".
+const (
+	PIDTargetAuto    = "auto"
+	PIDTargetNative  = "native"
+	PIDTargetEmulate = "emulate"
+	pidTargetReject  = "reject"
+)
+
+// ParsePIDTargetMode checks a --pid-target-mode value; empty means auto.
+func ParsePIDTargetMode(s string) (string, error) {
+	switch s {
+	case "":
+		return PIDTargetAuto, nil
+	case PIDTargetAuto, PIDTargetNative, PIDTargetEmulate:
+		return s, nil
+	}
+	return "", fmt.Errorf("%q: want auto, native or emulate", s)
+}
+
+// decide says how TARGET is provided right now: native, emulate or reject,
+// and why. auto asks the runtime each time rather than once at start: the
+// runtime behind crishim can be upgraded while crishim runs, and TARGET
+// requests are rare.
+func (p *pidTarget) decide(ctx context.Context) (mode, reason string, err error) {
+	switch p.configured {
+	case PIDTargetNative:
+		return PIDTargetNative, "configured: TARGET is passed to the runtime and verified after start", nil
+	case PIDTargetEmulate:
+		if p.ctrd == nil {
+			return pidTargetReject, "configured to emulate, but --containerd-address is empty", nil
+		}
+		return PIDTargetEmulate, fmt.Sprintf("configured: joined through the containerd API at %s and verified after start", p.ctrd.address), nil
+	}
+	v, err := p.rs.Version(toRuntime(ctx), &runtimeapi.VersionRequest{})
+	if err != nil {
+		st := status.Convert(err)
+		return "", "", status.Errorf(st.Code(), "crishim: runtime Version (to choose how to provide TARGET): %s", st.Message())
+	}
+	native, why := targetNative(v.GetRuntimeName(), v.GetRuntimeVersion())
+	if native {
+		return PIDTargetNative, why, nil
+	}
+	if p.ctrd == nil {
+		return pidTargetReject, why + ", and the containerd API is disabled (--containerd-address is empty)", nil
+	}
+	if err := p.ctrd.reachable(ctx); err != nil {
+		return pidTargetReject, fmt.Sprintf("%s, and crishim cannot emulate it: %v", why, err), nil
+	}
+	return PIDTargetEmulate, fmt.Sprintf("%s; emulated through the containerd API at %s", why, p.ctrd.address), nil
+}
+
+// statusMode is the pid-target line of crishim.v1 Status.
+func (p *pidTarget) statusMode(ctx context.Context) *crishimv1.Mode {
+	m := &crishimv1.Mode{Feature: "pid-target", Configured: p.configured}
+	mode, reason, err := p.decide(ctx)
+	if err != nil {
+		m.Effective, m.Reason = "unknown", err.Error()
+		return m
+	}
+	m.Effective, m.Reason = mode, reason
+	return m
+}

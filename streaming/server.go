@@ -1,0 +1,217 @@
+package streaming
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/metrics"
+)
+
+// Runtime is where a stored request goes when its token is presented: the
+// CRI calls themselves, on the backend connection, answering with the
+// runtime's own URL. runtimeapi.RuntimeServiceClient is one.
+type Runtime interface {
+	Exec(ctx context.Context, in *runtimeapi.ExecRequest, opts ...grpc.CallOption) (*runtimeapi.ExecResponse, error)
+	Attach(ctx context.Context, in *runtimeapi.AttachRequest, opts ...grpc.CallOption) (*runtimeapi.AttachResponse, error)
+	PortForward(ctx context.Context, in *runtimeapi.PortForwardRequest, opts ...grpc.CallOption) (*runtimeapi.PortForwardResponse, error)
+}
+
+// Server is crishim's streaming server: it issues tokens for the shim and
+// serves them over HTTP.
+type Server struct {
+	cfg     Config
+	runtime Runtime
+	metrics *metrics.Streaming
+	log     *slog.Logger
+	cache   *cache
+	ln      net.Listener
+	base    string // scheme://host:port of every URL issued
+	http    *http.Server
+	serving atomic.Bool
+
+	mu       sync.Mutex
+	closing  bool
+	live     map[*session]struct{}
+	sessions sync.WaitGroup
+}
+
+// Listen binds cfg.Address now, so a taken port or a refused exposure is a
+// startup error, and returns a server that serves once Serve is called.
+func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("streaming TLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS12,
+			// Streams are HTTP/1.1 upgrades; a client that negotiated h2
+			// could not upgrade at all.
+			NextProtos: []string{"http/1.1"},
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("streaming address %s: %w", cfg.Address, err)
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	host, err := advertisedHost(addr)
+	if err == nil {
+		// A host name is judged by what it bound to.
+		err = cfg.checkExposure(addr.IP)
+	}
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	s := &Server{
+		cfg:     cfg,
+		runtime: rt,
+		metrics: m,
+		log:     log,
+		ln:      ln,
+		base:    scheme + "://" + host,
+		live:    map[*session]struct{}{},
+	}
+	s.cache = newCache(cfg.TokenTTL, cfg.MaxTokens, time.Now, rand.Reader, func(k Kind) { m.TokenExpired(string(k)) })
+	mux := http.NewServeMux()
+	for _, k := range Kinds {
+		// GET carries WebSocket, POST carries SPDY, as the runtimes route
+		// them; the mux answers 405 with Allow for any other method before
+		// the token is looked at.
+		mux.Handle("GET /"+string(k)+"/{token}", s.handler(k))
+		mux.Handle("POST /"+string(k)+"/{token}", s.handler(k))
+	}
+	s.http = &http.Server{
+		Handler: mux,
+		// No ReadTimeout or WriteTimeout: their deadlines would stay on
+		// hijacked connections and cut long sessions.
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// BaseURL is the scheme and host of the URLs the server issues.
+func (s *Server) BaseURL() string { return s.base }
+
+// Issue keeps req behind a fresh token and returns the URL that serves it.
+// req is the decoded CRI request (*runtimeapi.ExecRequest for Exec, and so
+// on); it is sent to the runtime as it is when the URL is used.
+func (s *Server) Issue(kind Kind, req any) (string, error) {
+	token, err := s.cache.insert(kind, req)
+	if err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			s.metrics.TokenRejected(string(kind), "full")
+		}
+		return "", err
+	}
+	s.metrics.TokenIssued(string(kind))
+	return s.base + "/" + string(kind) + "/" + token, nil
+}
+
+// Serve serves until Shutdown; it owns the goroutine sweeping expired
+// tokens.
+func (s *Server) Serve() error {
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.sweepEvery(ctx, max(s.cfg.TokenTTL/2, time.Second))
+	}()
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	s.serving.Store(true)
+	defer s.serving.Store(false)
+	if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("streaming server: %w", err)
+	}
+	return nil
+}
+
+// sweepEvery drops expired tokens so that unused ones do not pile up until
+// the next issue; a token presented late is refused whether swept or not.
+func (s *Server) sweepEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := s.cache.sweep(); n > 0 {
+				s.log.Debug("stream tokens expired", "count", n)
+			}
+		}
+	}
+}
+
+// Ready reports whether the server accepts connections, for /readyz.
+func (s *Server) Ready(context.Context) error {
+	if !s.serving.Load() {
+		return errors.New("streaming server not serving")
+	}
+	return nil
+}
+
+// Shutdown stops accepting, lets open streams run until ctx is done, then
+// cuts what is left, both sides. http.Server.Shutdown alone would not do:
+// it forgets hijacked connections, which is every stream.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	err := s.http.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.sessions.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		n := len(s.live)
+		for sess := range s.live {
+			sess.cut()
+		}
+		s.mu.Unlock()
+		s.log.Info("streaming server: cutting streams still open at the shutdown timeout", "count", n)
+		err = errors.Join(err, s.http.Close())
+		<-done
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("streaming server shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package streaming
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/crishim/crishim/metrics"
+)
+
+// runtimeCallTimeout bounds asking the runtime for its URL; the client is
+// waiting for its upgrade meanwhile.
+const runtimeCallTimeout = 30 * time.Second
+
+// handler serves the tokens of one kind: consume the token, then ask the
+// runtime for its own URL, then proxy the upgraded connection there.
+func (s *Server) handler(kind Kind) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, res := s.cache.consume(kind, r.PathValue("token"))
+		switch res {
+		case unknown:
+			s.metrics.TokenRejected(string(kind), "unknown")
+			http.NotFound(w, r)
+			return
+		case expired:
+			s.metrics.TokenRejected(string(kind), "expired")
+			http.NotFound(w, r)
+			return
+		}
+		if !httpstream.IsUpgradeRequest(r) {
+			http.Error(w, "crishim: stream URLs serve SPDY or WebSocket upgrades only", http.StatusBadRequest)
+			return
+		}
+		sess, ok := s.open(kind, r)
+		if !ok {
+			http.Error(w, "crishim: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.finish(sess)
+		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
+		log = withTarget(log, req)
+
+		loc, err := s.runtimeURL(sess.ctx, req)
+		if err != nil {
+			sess.err = err
+			log.Warn("stream refused by the runtime", "err", err)
+			s.writeError(w, err)
+			return
+		}
+		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
+		transport := &http.Transport{
+			DialContext: sess.dial,
+			// As the kubelet reaches the runtime: verified, never h2.
+			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		}
+		h := proxy.NewUpgradeAwareHandler(loc, transport, false, true, upgradeResponder{log: log, sess: sess})
+		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(sess.ctx))
+		log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
+			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
+	})
+}
+
+// withTarget names what the stream reaches, for the log (never for metrics).
+func withTarget(log *slog.Logger, req any) *slog.Logger {
+	switch r := req.(type) {
+	case *runtimeapi.ExecRequest:
+		return log.With("container_id", r.GetContainerId(), "tty", r.GetTty())
+	case *runtimeapi.AttachRequest:
+		return log.With("container_id", r.GetContainerId(), "tty", r.GetTty())
+	case *runtimeapi.PortForwardRequest:
+		return log.With("pod_sandbox_id", r.GetPodSandboxId(), "ports", r.GetPort())
+	}
+	return log
+}
+
+// runtimeURL forwards the stored request to the runtime. Its URL is asked
+// for only now because it is single use and short lived too: crishim's TTL
+// is the only one the client sees.
+func (s *Server) runtimeURL(ctx context.Context, req any) (*url.URL, error) {
+	ctx, cancel := context.WithTimeout(ctx, runtimeCallTimeout)
+	defer cancel()
+	var raw string
+	switch r := req.(type) {
+	case *runtimeapi.ExecRequest:
+		resp, err := s.runtime.Exec(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		raw = resp.GetUrl()
+	case *runtimeapi.AttachRequest:
+		resp, err := s.runtime.Attach(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		raw = resp.GetUrl()
+	case *runtimeapi.PortForwardRequest:
+		resp, err := s.runtime.PortForward(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		raw = resp.GetUrl()
+	default:
+		return nil, status.Errorf(codes.Internal, "streaming: stored request of type %T", req)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, status.Errorf(codes.Internal, "runtime answered stream URL %q: want an absolute http or https URL", raw)
+	}
+	return u, nil
+}
+
+// writeError answers a failed runtime call with the HTTP statuses
+// k8s.io/cri-streaming gives clients for the same gRPC codes.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch status.Code(err) {
+	case codes.NotFound:
+		code = http.StatusNotFound
+	case codes.ResourceExhausted:
+		// The runtime's tokens are gone within its TTL; crishim's is the
+		// best estimate it has.
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.TokenTTL+time.Second-1)/time.Second)))
+		code = http.StatusTooManyRequests
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		code = http.StatusGatewayTimeout
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// upgradeResponder reports failures to reach the runtime's stream before
+// the client's connection is hijacked.
+type upgradeResponder struct {
+	log  *slog.Logger
+	sess *session
+}
+
+func (r upgradeResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
+	r.sess.err = err
+	r.log.Warn("stream to the runtime failed", "err", err)
+	http.Error(w, "crishim: runtime stream: "+err.Error(), http.StatusBadGateway)
+}
+
+// session is one stream being proxied. It holds both of its connections so
+// that a shutdown can cut them: the upgrade-aware proxy stops copying only
+// when one side closes.
+type session struct {
+	kind   Kind
+	ctx    context.Context
+	cancel context.CancelFunc
+	m      *metrics.StreamSession
+	start  time.Time
+	err    error
+
+	toRuntime, toClient atomic.Int64
+
+	mu    sync.Mutex
+	conns []net.Conn
+	isCut bool
+}
+
+// open registers a session, unless the server is shutting down.
+func (s *Server) open(kind Kind, r *http.Request) (*session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	sess := &session{kind: kind, ctx: ctx, cancel: cancel, m: s.metrics.SessionStarted(string(kind)), start: time.Now()}
+	s.live[sess] = struct{}{}
+	s.sessions.Add(1)
+	return sess, true
+}
+
+func (s *Server) finish(sess *session) {
+	sess.cut() // the proxy closed both already; this only makes sure
+	sess.m.End()
+	s.mu.Lock()
+	delete(s.live, sess)
+	s.mu.Unlock()
+	s.sessions.Done()
+}
+
+// track keeps a connection to close on cut; one arriving after the cut is
+// closed at once.
+func (sess *session) track(c net.Conn) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.isCut {
+		_ = c.Close()
+		return
+	}
+	sess.conns = append(sess.conns, c)
+}
+
+func (sess *session) cut() {
+	sess.cancel()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.isCut = true
+	for _, c := range sess.conns {
+		_ = c.Close()
+	}
+	sess.conns = nil
+}
+
+// dial opens the connection to the runtime's stream server, counting the
+// bytes both ways.
+func (sess *session) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial runtime stream server %s: %w", addr, err)
+	}
+	cc := &countingConn{Conn: c, sess: sess}
+	sess.track(cc)
+	return cc, nil
+}
+
+// countingConn is the runtime side of a stream: what is written to it came
+// from the client, what is read from it goes to the client.
+type countingConn struct {
+	net.Conn
+	sess *session
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.sess.toClient.Add(int64(n))
+		c.sess.m.ToClient(n)
+	}
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.sess.toRuntime.Add(int64(n))
+		c.sess.m.ToRuntime(n)
+	}
+	return n, err
+}
+
+// hijackRecorder hands the upgrade-aware proxy the client's connection and
+// keeps it in the session, so a cut reaches a client that stopped reading.
+type hijackRecorder struct {
+	http.ResponseWriter
+	sess *session
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err == nil {
+		h.sess.track(c)
+	}
+	return c, rw, err
+}
