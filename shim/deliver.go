@@ -38,22 +38,12 @@ type signalling struct {
 }
 
 func (s *Shim) newSignalling() *signalling {
-	log := s.opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	mode, err := ParseStopSignalMode(s.opts.StopSignalMode)
-	if err != nil {
-		// The daemon validates the flag; a library caller with a typo gets
-		// the runtime's own behaviour where it has one.
-		mode = StopSignalAuto
-	}
 	return &signalling{
-		configured: mode,
+		configured: configuredMode(s.opts.StopSignalMode),
 		rs:         s.runtimeClient(),
 		ctrd:       s.opts.Containerd,
 		metrics:    s.opts.SignalMetrics,
-		log:        log.With("feature", "signals"),
+		log:        s.logger("signals"),
 		find:       s.target.findContainer,
 	}
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
@@ -14,22 +11,11 @@ import (
 // runtime ignores stop_signal and crishim cannot emulate it, so the request
 // goes on as it is (the runtime's own behaviour, now logged and counted).
 const (
-	StopSignalAuto        = "auto"
-	StopSignalNative      = "native"
-	StopSignalEmulate     = "emulate"
+	StopSignalAuto        = ModeAuto
+	StopSignalNative      = ModeNative
+	StopSignalEmulate     = ModeEmulate
 	stopSignalPassThrough = "pass-through"
 )
-
-// ParseStopSignalMode checks a --stop-signal-mode value; empty means auto.
-func ParseStopSignalMode(s string) (string, error) {
-	switch s {
-	case "":
-		return StopSignalAuto, nil
-	case StopSignalAuto, StopSignalNative, StopSignalEmulate:
-		return s, nil
-	}
-	return "", fmt.Errorf("%q: want auto, native or emulate", s)
-}
 
 // decideStop says how stop_signal is provided right now, and why. Like
 // TARGET, auto asks the runtime each time: it may be upgraded while crishim
@@ -45,10 +31,9 @@ func (g *signalling) decideStop(ctx context.Context) (mode, reason string, err e
 		}
 		return StopSignalEmulate, fmt.Sprintf("configured: delivered at StopContainer through the containerd API at %s", g.ctrd.address), nil
 	}
-	v, err := g.rs.Version(toRuntime(ctx), &runtimeapi.VersionRequest{})
+	v, err := runtimeVersion(ctx, g.rs, "stop_signal")
 	if err != nil {
-		st := status.Convert(err)
-		return "", "", status.Errorf(st.Code(), "crishim: runtime Version (to choose how to provide stop_signal): %s", st.Message())
+		return "", "", err
 	}
 	native, why := honoursStopSignal.native("stop_signal", v.GetRuntimeName(), v.GetRuntimeVersion())
 	if native {

@@ -241,22 +241,12 @@ func containerdStatus(err error, format string, args ...any) error {
 }
 
 func (s *Shim) newPIDTarget() *pidTarget {
-	log := s.opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	mode, err := ParsePIDTargetMode(s.opts.PIDTargetMode)
-	if err != nil {
-		// The daemon validates the flag; a library caller with a typo gets
-		// the safe choice.
-		mode = PIDTargetAuto
-	}
 	return &pidTarget{
-		configured:   mode,
+		configured:   configuredMode(s.opts.PIDTargetMode),
 		rs:           s.runtimeClient(),
 		ctrd:         s.opts.Containerd,
 		metrics:      s.opts.PIDTargetMetrics,
-		log:          log.With("feature", "pid-target"),
+		log:          s.logger("pid-target"),
 		pidNamespace: namespaces.PIDNamespace,
 	}
 }

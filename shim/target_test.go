@@ -277,11 +277,11 @@ func TestSetPIDNamespacePath(t *testing.T) {
 	}
 }
 
-func TestParsePIDTargetMode(t *testing.T) {
+func TestParseMode(t *testing.T) {
 	for in, want := range map[string]string{"": "auto", "auto": "auto", "native": "native", "emulate": "emulate", "reject": "", "Native": ""} {
-		got, err := ParsePIDTargetMode(in)
+		got, err := ParseMode(in)
 		if got != want || (err != nil) != (want == "") {
-			t.Errorf("ParsePIDTargetMode(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }

@@ -4,30 +4,16 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
-// --pid-target-mode values, and the effective mode "reject".
+// --pid-target-mode values (see modes.go), and the effective mode "reject".
 const (
-	PIDTargetAuto    = "auto"
-	PIDTargetNative  = "native"
-	PIDTargetEmulate = "emulate"
+	PIDTargetAuto    = ModeAuto
+	PIDTargetNative  = ModeNative
+	PIDTargetEmulate = ModeEmulate
 	pidTargetReject  = "reject"
 )
-
-// ParsePIDTargetMode checks a --pid-target-mode value; empty means auto.
-func ParsePIDTargetMode(s string) (string, error) {
-	switch s {
-	case "":
-		return PIDTargetAuto, nil
-	case PIDTargetAuto, PIDTargetNative, PIDTargetEmulate:
-		return s, nil
-	}
-	return "", fmt.Errorf("%q: want auto, native or emulate", s)
-}
 
 // decide says how TARGET is provided right now: native, emulate or reject,
 // and why. auto asks the runtime each time rather than once at start: the
@@ -43,10 +29,9 @@ func (p *pidTarget) decide(ctx context.Context) (mode, reason string, err error)
 		}
 		return PIDTargetEmulate, fmt.Sprintf("configured: joined through the containerd API at %s and verified after start", p.ctrd.address), nil
 	}
-	v, err := p.rs.Version(toRuntime(ctx), &runtimeapi.VersionRequest{})
+	v, err := runtimeVersion(ctx, p.rs, "TARGET")
 	if err != nil {
-		st := status.Convert(err)
-		return "", "", status.Errorf(st.Code(), "crishim: runtime Version (to choose how to provide TARGET): %s", st.Message())
+		return "", "", err
 	}
 	native, why := targetNative(v.GetRuntimeName(), v.GetRuntimeVersion())
 	if native {

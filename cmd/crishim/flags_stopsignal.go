@@ -19,7 +19,7 @@ func (s *stopSignalConfig) register(fs *flag.FlagSet) {
 // finish validates the flag against the containerd API setting, which
 // emulation needs to deliver the signal and to record that it did.
 func (s *stopSignalConfig) finish(containerdAddress string) error {
-	mode, err := shim.ParseStopSignalMode(s.mode)
+	mode, err := shim.ParseMode(s.mode)
 	if err != nil {
 		return fmt.Errorf("--stop-signal-mode %w", err)
 	}

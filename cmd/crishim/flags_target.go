@@ -26,7 +26,7 @@ func (t *targetConfig) register(fs *flag.FlagSet) {
 // An explicitly empty --containerd-address disables the containerd API, so
 // "not given" and "given empty" are told apart.
 func (t *targetConfig) finish(fs *flag.FlagSet, runtimeEndpoint string) error {
-	mode, err := shim.ParsePIDTargetMode(t.pidTargetMode)
+	mode, err := shim.ParseMode(t.pidTargetMode)
 	if err != nil {
 		return fmt.Errorf("--pid-target-mode %w", err)
 	}
