@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,29 +114,14 @@ func showSignals(ctx context.Context, ctlBin string, d *crishimproc.Process, rs 
 	detail("container %s, exit code %d: the app's own exit, not a kill", st.Status.GetState(), st.Status.GetExitCode())
 
 	say("crishim's signal and notifier metrics")
-	return printSignalMetrics(ctx, d.Metrics)
-}
-
-func printSignalMetrics(ctx context.Context, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
+	return printMetrics(ctx, d.Metrics, func(line string) bool {
 		for _, prefix := range []string{"crishim_signal_deliveries_total{", "crishim_stop_signal_", "crishim_notifier_runs_total{"} {
 			if strings.HasPrefix(line, prefix) {
-				detail("%s", line)
+				return true
 			}
 		}
-	}
-	return sc.Err()
+		return false
+	})
 }
 
 func ctl(ctx context.Context, ctlBin, endpoint string, args ...string) error {

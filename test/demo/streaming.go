@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -99,7 +98,9 @@ func showStreaming(ctx context.Context, ctlBin string, d *crishimproc.Process, c
 	}
 
 	say("crishim's streaming metrics")
-	return printStreamingMetrics(ctx, d.Metrics)
+	return printMetrics(ctx, d.Metrics, func(line string) bool {
+		return strings.HasPrefix(line, "crishim_stream_") && !strings.Contains(line, "_bucket{")
+	})
 }
 
 func forwardAndEcho(ctx context.Context, rawURL string) error {
@@ -190,24 +191,4 @@ func redactToken(rawURL string) string {
 		return rawURL
 	}
 	return fmt.Sprintf("%s/<token, %d characters>", rawURL[:i], len(rawURL)-i-1)
-}
-
-func printStreamingMetrics(ctx context.Context, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "crishim_stream_") && !strings.Contains(line, "_bucket{") {
-			detail("%s", line)
-		}
-	}
-	return sc.Err()
 }

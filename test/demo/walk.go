@@ -130,7 +130,9 @@ func walk(ctx context.Context, ctlBin string, d *crishimproc.Process, cd *harnes
 	}
 
 	say("crishim's metrics (http://%s/metrics)", d.Metrics)
-	if err := printMetrics(ctx, d.Metrics); err != nil {
+	if err := printMetrics(ctx, d.Metrics, func(line string) bool {
+		return strings.HasPrefix(line, "crishim_grpc_requests_total{")
+	}); err != nil {
 		return err
 	}
 	return nil
@@ -149,7 +151,8 @@ func unknownMethod(ctx context.Context, endpoint string) error {
 	return nil
 }
 
-func printMetrics(ctx context.Context, addr string) error {
+// printMetrics prints the lines of crishim's /metrics that keep selects.
+func printMetrics(ctx context.Context, addr string, keep func(line string) bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return err
@@ -161,7 +164,7 @@ func printMetrics(ctx context.Context, addr string) error {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "crishim_grpc_requests_total{") {
+		if keep(sc.Text()) {
 			detail("%s", sc.Text())
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -109,26 +107,12 @@ func TestPrometheusScrapesCrishim(t *testing.T) {
 		})
 	}
 
-	scrape := get(t, "http://"+d.Metrics+"/metrics")
+	scrape := metricsText(t, d.Metrics)
 	check := exec.CommandContext(ctx, "promtool", "check", "metrics")
 	check.Stdin = strings.NewReader(scrape)
 	if out, err := check.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // dashboardQueries reads docs/grafana-dashboard.json and fills in Grafana's
