@@ -16,12 +16,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// debugAttach, when set, attaches the terminal to a started debug container
-// instead of waiting for its command and printing its log. The streaming
-// work (exec.go, crishim's streaming server) sets it in an init function;
-// debug then creates the container with stdin and a TTY.
-var debugAttach func(ctx context.Context, rs runtimeapi.RuntimeServiceClient, containerID string) error
-
 // debugPoll is how often debug looks whether its command has finished.
 const debugPoll = 100 * time.Millisecond
 
@@ -84,7 +78,11 @@ func debug(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Wri
 	if pod.GetLogDirectory() != "" {
 		cfg.LogPath = ctrName + ".log"
 	}
-	if debugAttach != nil {
+	// On a terminal the debug container gets a TTY and the terminal is
+	// attached to it, as with kubectl debug -it; otherwise (scripts, pipes)
+	// its output is printed once the command ends.
+	attach := isTerminal(os.Stdin)
+	if attach {
 		cfg.Stdin, cfg.StdinOnce, cfg.Tty = true, true, true
 	}
 	created, err := rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: pod})
@@ -96,8 +94,8 @@ func debug(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Wri
 		return fmt.Errorf("start debug container %s (%s): %w", ctrName, id, err)
 	}
 	fmt.Fprintf(os.Stderr, "debug container %s (%s) in pod %s, sharing the PID namespace of %s\n", ctrName, abbrevID(id), abbrevID(podID), abbrevID(target.GetId()))
-	if debugAttach != nil {
-		return debugAttach(ctx, rs, id)
+	if attach {
+		return attachTerminal(ctx, rs, id)
 	}
 	st, err := waitExit(ctx, rs, id)
 	if err != nil {
@@ -234,4 +232,15 @@ func abbrevID(id string) string {
 		return id[:13]
 	}
 	return id
+}
+
+// attachTerminal connects the terminal to the debug container's TTY through
+// crishim's streaming server. --timeout bounds the Attach call, not the
+// session, which lasts as long as the debug shell.
+func attachTerminal(ctx context.Context, rs runtimeapi.RuntimeServiceClient, id string) error {
+	resp, err := rs.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: id, Stdin: true, Tty: true, Stdout: true})
+	if err != nil {
+		return fmt.Errorf("attach to debug container %s: %w", abbrevID(id), err)
+	}
+	return streamURL(context.WithoutCancel(ctx), resp.GetUrl(), streamOptions{Stdin: os.Stdin, Stdout: os.Stdout, TTY: true})
 }

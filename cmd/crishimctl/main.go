@@ -26,7 +26,8 @@ commands:
   status [-o text|json]   crishim's version, the runtime behind it and the modes in force
   debug --target C [--image IMG] [--name NAME] -- CMD...
                           run CMD in a new container of C's pod that sees C's processes
-                          (PID namespace TARGET) and print its output; --timeout bounds it all
+                          (PID namespace TARGET); on a terminal attach to it (TTY),
+                          otherwise print its output; --timeout bounds the calls
   exec [-i] [-t] CONTAINER -- CMD...
                           run CMD in CONTAINER, streamed through crishim (-i stdin, -t TTY);
                           exits with CMD's exit code

@@ -366,3 +366,32 @@ func TestCrishimctlDebug(t *testing.T) {
 		t.Error("crishimctl debug with an unknown target succeeded")
 	}
 }
+
+// TestCrishimctlDebugAttachesATerminal: on a terminal (a pty made by
+// util-linux's script), crishimctl debug attaches it to the debug container
+// through crishim's streaming server, as kubectl debug -it does.
+func TestCrishimctlDebugAttachesATerminal(t *testing.T) {
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("util-linux script (to make a pty) is not installed")
+	}
+	p := startCrishim(t, testbed.Endpoint)
+	rs, _ := criClients(t, p.Endpoint)
+	_, _, appID := podWithApp(t, rs, "ctl-debug-tty")
+	ctl := strings.Join([]string{filepath.Join(binDir, "crishimctl"), "--endpoint", p.Endpoint, "--timeout", "30s",
+		"debug", "--target", appID, "--name", "tty", "--", "sh", "-c", "'read word; ps -o pid,args; echo seen-$word'"}, " ")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, scriptBin, "-q", "-e", "-c", ctl, "/dev/null")
+	// Typed before the session is attached, the word waits in the pty.
+	cmd.Stdin = strings.NewReader("tty-ok\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("crishimctl debug on a terminal: %v\n%s", err, out)
+	}
+	for _, want := range []string{"seen-tty-ok", "sleep 3600"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("terminal session lacks %q:\n%s", want, out)
+		}
+	}
+}
