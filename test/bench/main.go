@@ -23,15 +23,17 @@ import (
 )
 
 type options struct {
-	crishim    string
-	output     string
-	samples    int
-	clients    int
-	tputFor    time.Duration
-	leakCalls  int
-	containerd bool
-	pods       int
-	perPod     int
+	crishim      string
+	output       string
+	samples      int
+	clients      int
+	tputFor      time.Duration
+	leakCalls    int
+	containerd   bool
+	pods         int
+	perPod       int
+	streamMiB    int
+	streamRounds int
 }
 
 func main() {
@@ -48,7 +50,13 @@ func main() {
 	flag.BoolVar(&o.containerd, "containerd", true, "also measure against the private containerd (needs root)")
 	flag.IntVar(&o.pods, "pods", 100, "pod sandboxes on the private containerd")
 	flag.IntVar(&o.perPod, "containers-per-pod", 3, "containers per pod on the private containerd")
+	flag.IntVar(&o.streamMiB, "stream-mib", 256, "MiB per exec and port-forward transfer on the private containerd (0 skips streaming)")
+	flag.IntVar(&o.streamRounds, "stream-rounds", 3, "transfers per target for each streaming workload, direct and crishim alternating")
 	flag.Parse()
+	if o.streamMiB < 0 || o.streamRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --stream-mib must be 0 or more and --stream-rounds 1 or more")
+		os.Exit(2)
+	}
 	if *naiveListen != "" {
 		if err := runNaiveForwarder(*naiveListen, *naiveBackend); err != nil {
 			fmt.Fprintln(os.Stderr, "naive forwarder:", err)
@@ -99,7 +107,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	defer stopFake()
 	progress("fake runtime: %d samples per workload, interleaved direct / crishim / naive", o.samples)
-	if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true); err != nil {
+	if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true, nil); err != nil {
 		return rep, err
 	}
 	if !o.containerd {
@@ -129,12 +137,21 @@ func run(ctx context.Context, o options) (*report, error) {
 		return rep, err
 	}
 	progress("populated in %s", time.Since(start).Round(time.Second))
-	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, containerdWorkloads(p, o.samples), false)
+	var stream *streamSetup
+	if o.streamMiB > 0 {
+		// The exec runs in the last populated container (the other workloads use the first ones).
+		stream, err = setupStreaming(ctx, cd, runtimeapi.NewRuntimeServiceClient(conn), p.containers[len(p.containers)-1], int64(o.streamMiB)<<20)
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, containerdWorkloads(p, o.samples), false, stream)
 }
 
 // measureBackend puts crishim and the naive forwarder in front of backend
-// and runs the workloads through all three ways in.
-func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool) error {
+// and runs the workloads through all three ways in; then, given a
+// streamSetup, the streaming workloads directly and through crishim.
+func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool, stream *streamSetup) error {
 	crishim, err := crishimproc.Start(crishimproc.Options{
 		Binary:          o.crishim,
 		Socket:          filepath.Join(dir, backend+"-crishim.sock"),
@@ -220,6 +237,11 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 			perK = (cpuAfter - cpuBefore) * 1000 / time.Duration(max(calls, 1))
 		}
 		rep.addThroughput(backend, fmt.Sprintf("%s x%d clients", tputName, o.clients), t.name, rate, perK)
+	}
+	if stream != nil {
+		if err := measureStreaming(ctx, o, rep, backend, stream, direct, viaCrishim); err != nil {
+			return err
+		}
 	}
 	if r, err := rss(viaCrishim.pid); err == nil {
 		rep.addRSS(backend, "after the workloads above", r)
