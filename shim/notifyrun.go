@@ -137,6 +137,7 @@ func (g *signalling) probe(ctx context.Context, id string, cmd []string, deadlin
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	last := "no attempt: the action used up the timeout"
+	finished := false // some attempt ended by itself, and last says how
 	for pctx.Err() == nil {
 		resp, err := g.rs.ExecSync(toRuntime(pctx), &runtimeapi.ExecSyncRequest{
 			ContainerId: id, Cmd: cmd, Timeout: seconds(time.Until(deadline)),
@@ -145,11 +146,15 @@ func (g *signalling) probe(ctx context.Context, id string, cmd []string, deadlin
 		case err == nil && resp.GetExitCode() == 0:
 			return nil
 		case err == nil:
-			last = fmt.Sprintf("exited with code %d%s", resp.GetExitCode(), output(resp))
+			last, finished = fmt.Sprintf("exited with code %d%s", resp.GetExitCode(), output(resp)), true
 		case status.Code(err) == codes.DeadlineExceeded || errors.Is(pctx.Err(), context.DeadlineExceeded):
-			last = "the last attempt did not finish in time"
+			// The deadline cut this attempt short; an earlier attempt that
+			// finished says more about why the probe fails.
+			if !finished {
+				last = "the last attempt did not finish in time"
+			}
 		default:
-			last = status.Convert(err).Message()
+			last, finished = status.Convert(err).Message(), true
 		}
 		select {
 		case <-pctx.Done():
