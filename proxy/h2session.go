@@ -450,7 +450,7 @@ func (s *session) answer(id uint32, method string, rt route, clientEnded bool, c
 	if s.r.observe != nil {
 		s.r.observe.CallStarted(method)(code)
 	}
-	logRelayed(s.r.log, method, time.Now(), code, msg)
+	logRelayed(context.Background(), s.r.log, method, time.Now(), code, decodeGrpcMessage(msg))
 }
 
 // unblock sends what waited for c's connection window.
@@ -535,7 +535,7 @@ func (s *session) finish(st *stream) {
 		st.done(st.code)
 	}
 	if st.route != routeLocal {
-		logRelayed(s.r.log, st.method, st.start, st.code, st.msg)
+		logRelayed(context.Background(), s.r.log, st.method, st.start, st.code, decodeGrpcMessage(st.msg))
 	}
 	if s.goAway2 && len(s.streams) == 0 {
 		s.client.flushAndClose()

@@ -33,9 +33,9 @@ var pollingMethods = map[string]bool{
 // callLevel is the log level of one finished call: warnings for faults,
 // then info for intercepted calls (what crishim itself did) and debug for
 // pass-through (the kubelet's relist alone would flood an info log).
-func callLevel(err error, intercepted bool) slog.Level {
+func callLevel(code codes.Code, intercepted bool) slog.Level {
 	switch {
-	case err != nil && runtimeFault(status.Code(err)):
+	case runtimeFault(code):
 		return slog.LevelWarn
 	case intercepted:
 		return slog.LevelInfo
@@ -49,7 +49,7 @@ func LogUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		level := callLevel(err, !pollingMethods[info.FullMethod])
+		level := callLevel(status.Code(err), !pollingMethods[info.FullMethod])
 		if log.Enabled(ctx, level) {
 			attrs := []slog.Attr{slog.String("method", info.FullMethod), slog.Duration("duration", time.Since(start))}
 			if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {
@@ -71,13 +71,28 @@ func LogStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		start := time.Now()
 		err := handler(srv, ss)
-		level := callLevel(err, false)
-		if log.Enabled(ss.Context(), level) {
-			attrs := append([]slog.Attr{slog.String("method", info.FullMethod), slog.Duration("duration", time.Since(start))}, statusAttrs(err)...)
-			log.LogAttrs(ss.Context(), level, "relayed call", attrs...)
-		}
+		st := status.Convert(err)
+		logRelayed(ss.Context(), log, info.FullMethod, start, st.Code(), st.Message())
 		return err
 	}
+}
+
+// logRelayed logs a finished relayed call. Both relays use it: the grpc
+// relay through LogStream, the h2 relay directly (its calls reach no
+// interceptor).
+func logRelayed(ctx context.Context, log *slog.Logger, method string, start time.Time, code codes.Code, msg string) {
+	if log == nil {
+		return
+	}
+	level := callLevel(code, false)
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", method), slog.Duration("duration", time.Since(start)), slog.String("code", code.String())}
+	if code != codes.OK {
+		attrs = append(attrs, slog.String("err", msg))
+	}
+	log.LogAttrs(ctx, level, "relayed call", attrs...)
 }
 
 func statusAttrs(err error) []slog.Attr {

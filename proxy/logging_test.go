@@ -27,7 +27,7 @@ func TestCallLevels(t *testing.T) {
 		{status.Error(codes.Internal, "bug"), true, slog.LevelWarn},
 		{status.Error(codes.Unimplemented, "optional"), false, slog.LevelDebug},
 	} {
-		if got := callLevel(tc.err, tc.intercepted); got != tc.want {
+		if got := callLevel(status.Code(tc.err), tc.intercepted); got != tc.want {
 			t.Errorf("callLevel(%v, %v) = %v, want %v", tc.err, tc.intercepted, got, tc.want)
 		}
 	}
