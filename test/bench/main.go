@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -34,6 +35,14 @@ type options struct {
 	perPod       int
 	streamMiB    int
 	streamRounds int
+	fake         bool
+	only         *regexp.Regexp // nil: every workload
+}
+
+// wants says whether a workload (or "throughput", "leak check") is selected
+// by --only.
+func (o options) wants(name string) bool {
+	return o.only == nil || o.only.MatchString(name)
 }
 
 func main() {
@@ -52,7 +61,17 @@ func main() {
 	flag.IntVar(&o.perPod, "containers-per-pod", 3, "containers per pod on the private containerd")
 	flag.IntVar(&o.streamMiB, "stream-mib", 256, "MiB per exec and port-forward transfer on the private containerd (0 skips streaming)")
 	flag.IntVar(&o.streamRounds, "stream-rounds", 3, "transfers per target for each streaming workload, direct and crishim alternating")
+	flag.BoolVar(&o.fake, "fake", true, "measure against the fake runtime")
+	only := flag.String("only", "", "run only the workloads whose name matches this regular expression (\"throughput\", \"leak check\" and the streaming names count as workloads)")
 	flag.Parse()
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: --only:", err)
+			os.Exit(2)
+		}
+		o.only = re
+	}
 	if o.streamMiB < 0 || o.streamRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --stream-mib must be 0 or more and --stream-rounds 1 or more")
 		os.Exit(2)
@@ -106,9 +125,11 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer stopFake()
-	progress("fake runtime: %d samples per workload, interleaved direct / crishim / naive", o.samples)
-	if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true, nil); err != nil {
-		return rep, err
+	if o.fake {
+		progress("fake runtime: %d samples per workload, interleaved direct / crishim / naive", o.samples)
+		if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true, nil); err != nil {
+			return rep, err
+		}
 	}
 	if !o.containerd {
 		return rep, nil
@@ -204,6 +225,9 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 
 	for _, wl := range wls {
+		if !o.wants(wl.name) {
+			continue
+		}
 		progress("%s: %s", backend, wl.name)
 		before, _ := cpuTime(viaCrishim.pid)
 		lat, err := interleaved(ctx, targets, wl.call, wl.samples)
@@ -225,6 +249,9 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		}
 	}
 	for _, t := range targets {
+		if !o.wants("throughput") {
+			break
+		}
 		progress("%s: throughput, %d clients, %s", backend, o.clients, t.name)
 		cpuBefore, _ := cpuTime(t.pid)
 		rate, calls, err := throughput(ctx, t, tputCall, o.clients, o.tputFor)
@@ -246,7 +273,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	if r, err := rss(viaCrishim.pid); err == nil {
 		rep.addRSS(backend, "after the workloads above", r)
 	}
-	if fake && o.leakCalls > 0 {
+	if fake && o.leakCalls > 0 && o.wants("leak check") {
 		return leakCheck(ctx, o, rep, viaCrishim, crishim.Metrics)
 	}
 	return nil

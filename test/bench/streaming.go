@@ -258,6 +258,9 @@ func measureStreaming(ctx context.Context, o options, rep *report, backend strin
 	}
 	targets := []*target{direct, viaCrishim}
 	for _, wl := range workloads {
+		if !o.wants(wl.name) {
+			continue
+		}
 		rates := map[string][]float64{}
 		var crishimCPU time.Duration
 		for i := range o.streamRounds {
