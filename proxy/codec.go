@@ -19,6 +19,14 @@ type Frame struct {
 // relay path never materializes frames).
 func (f *Frame) Bytes() []byte { return f.data.Materialize() }
 
+// rewrite passes the frame's message through fn (RewriteResponse). It is the
+// one place the grpc relay materializes a frame.
+func (f *Frame) rewrite(fn Rewrite) {
+	msg := f.data.Materialize()
+	f.data.Free()
+	f.data = mem.BufferSlice{mem.SliceBuffer(fn(msg))}
+}
+
 // NewFrame wraps wire bytes in a frame, for tests that send raw messages.
 func NewFrame(b []byte) *Frame {
 	return &Frame{data: mem.BufferSlice{mem.SliceBuffer(b)}}

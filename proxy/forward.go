@@ -47,11 +47,17 @@ func MethodNames(descs ...grpc.ServiceDesc) []string {
 	return names
 }
 
-// forward is the gRPC unknown-service handler: every call that is not
+// relayHandler is the gRPC unknown-service handler: every call that is not
 // intercepted arrives here and is relayed to the runtime as raw frames, with
 // its metadata and deadline, and the runtime's headers, trailers and status
-// come back unchanged.
-func (b *Backend) forward(_ any, ss grpc.ServerStream) error {
+// come back unchanged (its messages too, but for the rewrites given).
+func (b *Backend) relayHandler(rw map[string]Rewrite) grpc.StreamHandler {
+	return func(_ any, ss grpc.ServerStream) error {
+		return b.forward(ss, rw)
+	}
+}
+
+func (b *Backend) forward(ss grpc.ServerStream, rw map[string]Rewrite) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "crishim: no method name on stream")
@@ -83,16 +89,19 @@ func (b *Backend) forward(_ any, ss grpc.ServerStream) error {
 		if err != nil {
 			return err
 		}
+		if fn := rw[method]; fn != nil {
+			out.rewrite(fn)
+		}
 		return ss.SendMsg(&out)
 	}
-	return relayStream(ctx, conn, method, ss)
+	return relayStream(ctx, conn, method, ss, rw[method])
 }
 
 // relayStream pumps frames both ways until the runtime ends the call. The
 // client-to-runtime pump is owned by this call: when it returns, gRPC ends
 // the server stream, which unblocks the pump's RecvMsg, and the canceled
 // context ends the runtime stream.
-func relayStream(ctx context.Context, conn *grpc.ClientConn, method string, ss grpc.ServerStream) error {
+func relayStream(ctx context.Context, conn *grpc.ClientConn, method string, ss grpc.ServerStream, rewrite Rewrite) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cs, err := conn.NewStream(ctx, relayDesc, method)
@@ -143,6 +152,9 @@ func relayStream(ctx context.Context, conn *grpc.ClientConn, method string, ss g
 			default:
 			}
 			return err
+		}
+		if rewrite != nil {
+			f.rewrite(rewrite)
 		}
 		if err := ss.SendMsg(&f); err != nil {
 			return err

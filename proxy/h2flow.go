@@ -32,6 +32,13 @@ type flow struct {
 	srcEnded bool // src sent END_STREAM
 	dstEnded bool // we sent END_STREAM to dst
 	msgs     msgLimit
+
+	// A response under RewriteResponse: its messages are held until whole
+	// and src is credited as they arrive (prepaid), since what goes to dst
+	// need not be the same bytes.
+	rewrite Rewrite
+	held    []byte
+	prepaid bool
 }
 
 func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
@@ -109,7 +116,9 @@ func (f *flow) send(p []byte, end bool) int {
 		p = p[n:]
 		sent += int(n)
 	}
-	f.consumed(int64(sent))
+	if !f.prepaid {
+		f.consumed(int64(sent))
+	}
 	return sent
 }
 
@@ -140,6 +149,7 @@ func (f *flow) pump() {
 
 // endWith sends trailers to dst after whatever is queued.
 func (f *flow) endWith(trailers []hpack.HeaderField) {
+	f.flushHeld(false)
 	f.srcEnded = true
 	if f.dstEnded {
 		return
@@ -153,7 +163,8 @@ func (f *flow) endWith(trailers []hpack.HeaderField) {
 // drop discards what is queued, returning its bytes to src's connection
 // window (the stream is over; its own window no longer matters).
 func (f *flow) drop() {
-	if n := int64(f.queue.len()); n > 0 {
+	f.held = nil
+	if n := int64(f.queue.len()); n > 0 && !f.prepaid {
 		f.src.recvOwed += n
 		creditConn(f.src)
 	}

@@ -56,8 +56,11 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, size int) *relay 
 		},
 	}
 	for _, m := range opts.Intercept {
-		r.router.local[m.FullMethod] = true
+		if m.rewrite == nil {
+			r.router.local[m.FullMethod] = true
+		}
 	}
+	r.router.rewrites = rewrites(opts.Intercept)
 	for _, svc := range opts.Services {
 		r.router.services[svc.Desc.ServiceName] = true
 	}

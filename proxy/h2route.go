@@ -28,6 +28,7 @@ func (r route) String() string {
 type router struct {
 	local      map[string]bool // intercepted full method names
 	services   map[string]bool // crishim's own services
+	rewrites   map[string]Rewrite
 	splitImage bool
 }
 

@@ -345,6 +345,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	st.toUp.init(st, c, up.c, id, st.uid)
 	st.toClient.init(st, up.c, c, st.uid, id)
+	if fn := s.r.router.rewrites[path]; fn != nil && rt != routeLocal {
+		st.toClient.rewrite = fn
+	}
 	s.streams[id] = st
 	up.streams[st.uid] = st
 	if rt != routeLocal && s.r.observe != nil {

@@ -151,7 +151,11 @@ func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 			return nil
 		}
 	}
-	fl.forward(data, f.StreamEnded())
+	if fl.rewrite != nil {
+		fl.forwardRewritten(data, f.StreamEnded())
+	} else {
+		fl.forward(data, f.StreamEnded())
+	}
 	s.settle(st)
 	return nil
 }

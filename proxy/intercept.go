@@ -9,11 +9,41 @@ import (
 )
 
 // Method is one intercepted gRPC method: a call crishim decodes and handles
-// itself instead of relaying raw bytes.
+// itself instead of relaying raw bytes, or (RewriteResponse) a relayed call
+// whose answer crishim amends.
 type Method struct {
 	// FullMethod is "/package.Service/Method".
 	FullMethod string
 	handler    grpc.MethodHandler
+	rewrite    Rewrite
+}
+
+// Rewrite amends one response message in wire form: it gets the protobuf
+// bytes of the message (without gRPC's length prefix) and returns the bytes
+// to send instead, msg itself when there is nothing to change. It must not
+// keep msg, and it runs on the relay's path: the common case must cost no
+// more than a scan of the bytes.
+type Rewrite func(msg []byte) []byte
+
+// RewriteResponse relays a unary method raw like any pass-through call (no
+// decoding, no gRPC server, the request untouched) and passes each response
+// message through fn on its way back. It suits an answer that needs a
+// field filled in now and then, where intercepting the method would put the
+// kubelet's most frequent calls on the slow path. Compressed messages pass
+// as they are (CRI clients do not compress).
+func RewriteResponse(fullMethod string, fn Rewrite) Method {
+	return Method{FullMethod: fullMethod, rewrite: fn}
+}
+
+// rewrites indexes the methods given with RewriteResponse.
+func rewrites(methods []Method) map[string]Rewrite {
+	m := map[string]Rewrite{}
+	for _, md := range methods {
+		if md.rewrite != nil {
+			m[md.FullMethod] = md.rewrite
+		}
+	}
+	return m
 }
 
 // Unary intercepts a unary method with a typed handler. The request is
@@ -57,6 +87,9 @@ func serviceDescs(methods []Method) ([]*grpc.ServiceDesc, error) {
 			return nil, fmt.Errorf("intercepted method %q given twice", m.FullMethod)
 		}
 		seen[m.FullMethod] = true
+		if m.rewrite != nil {
+			continue // relayed, not served
+		}
 		sd := byService[service]
 		if sd == nil {
 			sd = &grpc.ServiceDesc{ServiceName: service}

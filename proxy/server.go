@@ -70,7 +70,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	gs := grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
-		grpc.UnknownServiceHandler(backend.forward),
+		grpc.UnknownServiceHandler(backend.relayHandler(rewrites(opts.Intercept))),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
 		grpc.ChainUnaryInterceptor(opts.Unary...),

@@ -10,7 +10,7 @@ import (
 )
 
 // CreateContainer, StartContainer, StopContainer and ContainerStatus are
-// intercepted once, here; each feature that adds to them hooks into these
+// intercepted (ContainerStatus: rewritten) once, here; each feature that adds to them hooks into these
 // handlers (see Intercepted).
 const (
 	createContainerMethod = "/runtime.v1.RuntimeService/CreateContainer"
@@ -24,12 +24,13 @@ func (s *Shim) containerMethods() []proxy.Method {
 		proxy.Unary(createContainerMethod, s.createContainer),
 		proxy.Unary(startContainerMethod, s.target.start),
 	}
-	// ContainerStatus is the kubelet's most frequent call: when the runtime
-	// is told to handle stop_signal itself, it and StopContainer stay raw.
+	// ContainerStatus is the kubelet's most frequent call: it stays on the
+	// raw relay, with its answer amended; when the runtime is told to handle
+	// stop_signal itself, it and StopContainer are not touched at all.
 	if s.signals.configured != StopSignalNative {
 		methods = append(methods,
 			proxy.Unary(stopContainerMethod, s.signals.stop),
-			proxy.Unary(containerStatusMethod, s.signals.status))
+			proxy.RewriteResponse(containerStatusMethod, s.signals.rewriteStatus))
 	}
 	return methods
 }

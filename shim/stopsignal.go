@@ -1,11 +1,14 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -77,26 +80,53 @@ func (g *signalling) create(ctx context.Context, req *runtimeapi.CreateContainer
 	}, nil
 }
 
-// status handles ContainerStatus: the runtime's answer, with stop_signal
-// filled in from crishim's annotation when the runtime leaves it unset.
-func (g *signalling) status(ctx context.Context, req *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {
-	resp, err := g.rs.ContainerStatus(toRuntime(ctx), req)
-	if err != nil {
-		return nil, err
+// rewriteStatus amends the runtime's ContainerStatus answer (relayed raw,
+// see containerMethods): stop_signal is filled in from crishim's annotation
+// when the runtime leaves it unset. It never re-encodes what the runtime
+// sent: a second occurrence of the status field is appended, which protobuf
+// parsers merge into the first (the rule for embedded messages), so the
+// kubelet gets the runtime's bytes plus one field. Answers without the
+// annotation's key, the kubelet's polling of every other container, cost a
+// scan of the bytes and nothing else.
+func (g *signalling) rewriteStatus(msg []byte) []byte {
+	if !bytes.Contains(msg, stopSignalKey) {
+		return msg
+	}
+	var resp runtimeapi.ContainerStatusResponse
+	if err := proto.Unmarshal(msg, &resp); err != nil {
+		return msg // the kubelet is the one to report a malformed answer
 	}
 	st := resp.GetStatus()
 	if st == nil || st.GetStopSignal() != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
-		return resp, nil
+		return msg
 	}
-	if name, ok := st.GetAnnotations()[StopSignalAnnotation]; ok {
-		if sig, err := parseSignal(name); err == nil {
-			if v, ok := toCRISignal(sig); ok {
-				st.StopSignal = v
-			}
-		}
+	name, ok := st.GetAnnotations()[StopSignalAnnotation]
+	if !ok {
+		return msg // the key was elsewhere (a verbose answer's info)
 	}
-	return resp, nil
+	sig, err := parseSignal(name)
+	if err != nil {
+		return msg
+	}
+	v, ok := toCRISignal(sig)
+	if !ok {
+		return msg
+	}
+	field := protowire.AppendTag(nil, stopSignalFieldNum, protowire.VarintType)
+	field = protowire.AppendVarint(field, uint64(v))
+	// msg belongs to the relay: write into a copy, never past its end.
+	out := make([]byte, len(msg), len(msg)+len(field)+8)
+	copy(out, msg)
+	out = protowire.AppendTag(out, statusFieldNum, protowire.BytesType)
+	return protowire.AppendBytes(out, field)
 }
+
+var (
+	stopSignalKey = []byte(StopSignalAnnotation)
+	// Field numbers from the compiled cri-api, not written out by hand.
+	statusFieldNum     = (&runtimeapi.ContainerStatusResponse{}).ProtoReflect().Descriptor().Fields().ByName("status").Number()
+	stopSignalFieldNum = (&runtimeapi.ContainerStatus{}).ProtoReflect().Descriptor().Fields().ByName("stop_signal").Number()
+)
 
 // stop handles StopContainer. A container with crishim's annotation gets
 // its stop signal from crishim, once, then up to the call's timeout to

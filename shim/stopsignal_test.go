@@ -1,12 +1,14 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/shim/crishimv1"
@@ -113,18 +115,69 @@ func TestContainerStatusReportsStopSignal(t *testing.T) {
 	f.add("plain", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	f.add("emulated", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	f.containers["emulated"].annotations = map[string]string{StopSignalAnnotation: "SIGRTMAX-1"}
+	f.add("garbled", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	f.containers["garbled"].annotations = map[string]string{StopSignalAnnotation: "SIGNOPE"}
 	s := startSignalShim(t, f, "auto", false)
-	for id, want := range map[string]runtimeapi.Signal{"plain": runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT, "emulated": runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS1} {
-		resp, err := s.signals.status(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	for id, want := range map[string]runtimeapi.Signal{
+		"plain":    runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT,
+		"emulated": runtimeapi.Signal_SIGNAL_SIGRTMAXMINUS1,
+		"garbled":  runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT,
+	} {
+		resp, err := s.signals.rs.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := resp.GetStatus().GetStopSignal(); got != want {
-			t.Errorf("%s: stop_signal %s, want %s", id, got, want)
+		msg, err := proto.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := bytes.Clone(msg)
+		out := s.signals.rewriteStatus(msg)
+		if !bytes.Equal(msg, sent) {
+			t.Fatalf("%s: the rewrite wrote into the relay's bytes", id)
+		}
+		if !bytes.HasPrefix(out, msg) {
+			t.Errorf("%s: the runtime's bytes were re-encoded, not kept", id)
+		}
+		var got runtimeapi.ContainerStatusResponse
+		if err := proto.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if got.GetStatus().GetStopSignal() != want {
+			t.Errorf("%s: stop_signal %s, want %s", id, got.GetStatus().GetStopSignal(), want)
+		}
+		resp.Status.StopSignal = want
+		if !proto.Equal(&got, resp) {
+			t.Errorf("%s: the answer changed beyond stop_signal:\n%v\nwant\n%v", id, &got, resp)
+		}
+		if want == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT && len(out) != len(msg) {
+			t.Errorf("%s: %d bytes added to an answer with nothing to add", id, len(out)-len(msg))
 		}
 	}
-	if _, err := s.signals.status(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "nosuch"}); status.Code(err) != codes.NotFound {
-		t.Errorf("status of an unknown container: %v; want the runtime's NotFound", err)
+}
+
+func TestContainerStatusRewriteKeepsTheRuntimesOwnAnswer(t *testing.T) {
+	g := &signalling{}
+	set := &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
+		Id: "c", StopSignal: runtimeapi.Signal_SIGNAL_SIGTERM,
+		Annotations: map[string]string{StopSignalAnnotation: "SIGUSR1"},
+	}}
+	infoOnly := &runtimeapi.ContainerStatusResponse{
+		Status: &runtimeapi.ContainerStatus{Id: "c"},
+		Info:   map[string]string{"info": `{"annotations":{"` + StopSignalAnnotation + `":"SIGUSR1"}}`},
+	}
+	for name, m := range map[string]*runtimeapi.ContainerStatusResponse{"runtime set it": set, "key in info only": infoOnly} {
+		msg, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := g.rewriteStatus(msg); !bytes.Equal(out, msg) {
+			t.Errorf("%s: answer changed", name)
+		}
+	}
+	garbage := append([]byte{0xff, 0xff}, StopSignalAnnotation...)
+	if out := g.rewriteStatus(garbage); !bytes.Equal(out, garbage) {
+		t.Error("a malformed answer was changed; it must reach the kubelet as it came")
 	}
 }
 
