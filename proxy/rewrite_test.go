@@ -116,7 +116,9 @@ func TestRewriteResponseIsNotServedLocally(t *testing.T) {
 	}
 	_, err = serviceDescs([]Method{
 		RewriteResponse(versionMethod, func(b []byte) []byte { return b }),
-		Unary(versionMethod, func(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) { return nil, nil }),
+		Unary(versionMethod, func(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+			return nil, nil
+		}),
 	})
 	if err == nil {
 		t.Error("a method both rewritten and intercepted: no error")
