@@ -29,8 +29,6 @@ type signalling struct {
 	ctrd       *Containerd // nil: deliver through pidfd
 	metrics    *metrics.Signals
 	log        *slog.Logger
-	// find resolves a container ID or unique prefix, as TARGET does.
-	find func(ctx context.Context, id string) (*runtimeapi.Container, error)
 	// stops serialises the deliver-once step of emulated stops per
 	// container within this process; the containerd label carries it
 	// across processes.
@@ -44,7 +42,6 @@ func (s *Shim) newSignalling() *signalling {
 		ctrd:       s.opts.Containerd,
 		metrics:    s.opts.SignalMetrics,
 		log:        s.logger("signals"),
-		find:       s.target.findContainer,
 	}
 }
 

@@ -23,7 +23,7 @@ func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (*crishi
 		g.metrics.Delivery("api", "invalid", viaNone, codes.InvalidArgument.String())
 		return nil, status.Errorf(codes.InvalidArgument, "signal: %v", err)
 	}
-	c, err := g.find(ctx, id)
+	c, err := findContainer(ctx, g.rs, id)
 	if err != nil {
 		g.metrics.Delivery("api", sig.name, viaNone, status.Code(err).String())
 		return nil, err

@@ -137,7 +137,7 @@ func (g *signalling) stop(ctx context.Context, req *runtimeapi.StopContainerRequ
 		// Timeout 0 is a kill: the runtime sends no stop signal either.
 		return g.rs.StopContainer(toRuntime(ctx), req)
 	}
-	c, err := g.find(ctx, req.GetContainerId())
+	c, err := findContainer(ctx, g.rs, req.GetContainerId())
 	if err != nil || c == nil {
 		// The runtime's own answer to a bad or unknown ID is the right one.
 		return g.rs.StopContainer(toRuntime(ctx), req)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/containerd/errdefs"
 	"google.golang.org/grpc/codes"
@@ -122,7 +121,7 @@ func (p *pidTarget) createTarget(ctx context.Context, req *runtimeapi.CreateCont
 // and lives in podID. containerd's own checks are the model; crishim makes
 // them for every runtime and before the runtime sees anything.
 func (p *pidTarget) checkTarget(ctx context.Context, targetID, podID string) (*runtimeapi.Container, error) {
-	target, err := p.findContainer(ctx, targetID)
+	target, err := findContainer(ctx, p.rs, targetID)
 	if err != nil {
 		return nil, err
 	}
@@ -141,35 +140,12 @@ func (p *pidTarget) checkTarget(ctx context.Context, targetID, podID string) (*r
 	return target, nil
 }
 
-// findContainer looks a container up by ID (or an unambiguous prefix, as
-// runtimes resolve them); nil without error means there is none.
-func (p *pidTarget) findContainer(ctx context.Context, id string) (*runtimeapi.Container, error) {
-	resp, err := p.rs.ListContainers(toRuntime(ctx), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
-	if err != nil {
-		st := status.Convert(err)
-		return nil, status.Errorf(st.Code(), "crishim: looking up container %q: %s", id, st.Message())
-	}
-	var prefixed []*runtimeapi.Container
-	for _, c := range resp.GetContainers() {
-		if c.GetId() == id {
-			return c, nil
-		}
-		if strings.HasPrefix(c.GetId(), id) {
-			prefixed = append(prefixed, c)
-		}
-	}
-	if len(prefixed) == 1 {
-		return prefixed[0], nil
-	}
-	return nil, nil
-}
-
 // start handles StartContainer. A container without crishim's annotation is
 // started as it is; one created with TARGET has its target checked again
 // (it may have died since), is joined to the target's namespace (emulate),
 // started, and verified.
 func (p *pidTarget) start(ctx context.Context, req *runtimeapi.StartContainerRequest) (*runtimeapi.StartContainerResponse, error) {
-	c, err := p.findContainer(ctx, req.GetContainerId())
+	c, err := findContainer(ctx, p.rs, req.GetContainerId())
 	if err != nil || c == nil {
 		// The runtime's own answer to a bad or unknown ID is the right one.
 		return p.rs.StartContainer(toRuntime(ctx), req)
