@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -70,6 +71,10 @@ func (s *Server) handler(kind Kind) http.Handler {
 		}
 		h := proxy.NewUpgradeAwareHandler(loc, transport, false, true, upgradeResponder{log: log, sess: sess})
 		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(sess.ctx))
+		// The proxy returns when one direction ends, having closed both
+		// connections; the other may still be counting its last chunk. A
+		// copy that only starts now finds them closed and moves nothing.
+		sess.waitCopies()
 		log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 	})
@@ -173,6 +178,11 @@ type session struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	isCut bool
+	// copies counts countingConn's ReadFrom and WriteTo running. Not a
+	// WaitGroup: a copy may start while the handler already waits, which
+	// a WaitGroup forbids (it panics).
+	copies     int
+	copiesDone *sync.Cond
 }
 
 // open registers a session, unless the server is shutting down.
@@ -236,28 +246,119 @@ func (sess *session) dial(ctx context.Context, network, addr string) (net.Conn, 
 
 // countingConn is the runtime side of a stream: what is written to it came
 // from the client, what is read from it goes to the client.
+//
+// Its ReadFrom and WriteTo keep the copy between the two TCP connections
+// in the kernel: io.Copy, as the upgrade-aware proxy calls it, reaches them
+// and they hand the copy to net's ReadFrom, which uses splice(2) when both
+// ends are TCP (a plain wrapper hides *net.TCPConn and costs a read and a
+// write through user space per 32 KiB).
 type countingConn struct {
 	net.Conn
 	sess *session
 }
 
+// countChunk bounds each copy handed to net, so that the counts move
+// during a long stream rather than only at its end. One splice(2) moves at
+// most 1 MiB anyway.
+const countChunk = 1 << 20
+
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.sess.toClient.Add(int64(n))
-		c.sess.m.ToClient(n)
-	}
+	c.countToClient(int64(n))
 	return n, err
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.sess.toRuntime.Add(int64(n))
-		c.sess.m.ToRuntime(n)
-	}
+	c.countToRuntime(int64(n))
 	return n, err
 }
+
+func (sess *session) copyStarted() {
+	sess.mu.Lock()
+	sess.copies++
+	sess.mu.Unlock()
+}
+
+func (sess *session) copyEnded() {
+	sess.mu.Lock()
+	sess.copies--
+	if sess.copies == 0 && sess.copiesDone != nil {
+		sess.copiesDone.Broadcast()
+	}
+	sess.mu.Unlock()
+}
+
+// waitCopies waits for the copies running now; the connections are closed,
+// so they are at their end.
+func (sess *session) waitCopies() {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.copiesDone == nil {
+		sess.copiesDone = sync.NewCond(&sess.mu)
+	}
+	for sess.copies > 0 {
+		sess.copiesDone.Wait()
+	}
+}
+
+// ReadFrom copies from the client to the runtime.
+func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
+	c.sess.copyStarted()
+	defer c.sess.copyEnded()
+	rf, ok := c.Conn.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(writerOnly{c}, r)
+	}
+	return copyCounted(rf, r, c.countToRuntime)
+}
+
+// WriteTo copies from the runtime to the client.
+func (c *countingConn) WriteTo(w io.Writer) (int64, error) {
+	c.sess.copyStarted()
+	defer c.sess.copyEnded()
+	rf, ok := w.(io.ReaderFrom) // a *tls.Conn is not
+	if !ok {
+		return io.Copy(w, readerOnly{c})
+	}
+	return copyCounted(rf, c.Conn, c.countToClient)
+}
+
+func (c *countingConn) countToClient(n int64) {
+	if n > 0 {
+		c.sess.toClient.Add(n)
+		c.sess.m.ToClient(int(n))
+	}
+}
+
+func (c *countingConn) countToRuntime(n int64) {
+	if n > 0 {
+		c.sess.toRuntime.Add(n)
+		c.sess.m.ToRuntime(int(n))
+	}
+}
+
+// copyCounted copies src to dst until EOF or an error, countChunk bytes
+// at a time, counting each chunk. The chunk is an *io.LimitedReader over
+// src itself: net splices from that, and from nothing wrapping src.
+func copyCounted(dst io.ReaderFrom, src io.Reader, count func(int64)) (int64, error) {
+	var total int64
+	for {
+		lr := &io.LimitedReader{R: src, N: countChunk}
+		n, err := dst.ReadFrom(lr)
+		total += n
+		count(n)
+		if err != nil || lr.N > 0 { // short of the limit: src is at EOF
+			return total, err
+		}
+	}
+}
+
+// writerOnly and readerOnly hide countingConn's ReadFrom and WriteTo from
+// io.Copy, which would call them again.
+type writerOnly struct{ io.Writer }
+
+type readerOnly struct{ io.Reader }
 
 // hijackRecorder hands the upgrade-aware proxy the client's connection and
 // keeps it in the session, so a cut reaches a client that stopped reading.
