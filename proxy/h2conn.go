@@ -42,6 +42,9 @@ type h2conn struct {
 	enc  *hpack.Encoder
 	hbuf bytes.Buffer
 	werr error
+	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
+	// which goes out behind the next frames written anyway (see ackPing).
+	probeAck bool
 
 	// The rest is guarded by the session's mu.
 	sendWin        int64 // the peer's connection window for our DATA
@@ -54,10 +57,11 @@ type h2conn struct {
 }
 
 func newH2conn(nc net.Conn) *h2conn {
+	r, w := newRawIO(nc)
 	c := &h2conn{
 		nc:             nc,
-		br:             bufio.NewReaderSize(nc, ioBufSize),
-		bw:             bufio.NewWriterSize(nc, ioBufSize),
+		br:             bufio.NewReaderSize(r, ioBufSize),
+		bw:             bufio.NewWriterSize(w, ioBufSize),
 		sendWin:        h2DefaultWindow,
 		recvAvail:      h2DefaultWindow,
 		peerInitWin:    h2DefaultWindow,
@@ -246,10 +250,35 @@ func (c *h2conn) writeOurSettings(maxStreams bool) {
 	c.recvAvail = relayConnWindow
 }
 
+// grpcBDPPing is the payload of the PINGs grpc-go's bandwidth-delay
+// estimator sends after DATA arrives (grpc internal/transport/bdp_estimator.go).
+var grpcBDPPing = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
+
+// ackPing answers a PING. grpc-go sends a bandwidth probe after nearly every
+// call's DATA, on both hops; answering each with a write of its own costs a
+// syscall in crishim and a wake-up in the peer per call. A probe's ack
+// rides behind the next frames crishim writes on the connection instead:
+// within a transfer that is at once, so the peer's round-trip sample stays
+// true, and while the probe is unanswered the peer sends no other. Every
+// other PING (keepalive, liveness) is answered at once.
+func (c *h2conn) ackPing(data [8]byte) {
+	if data != grpcBDPPing {
+		c.writePing(true, data)
+		return
+	}
+	c.wmu.Lock()
+	c.probeAck = true
+	c.wmu.Unlock()
+}
+
 // flush writes out whatever is buffered.
 func (c *h2conn) flush() {
 	c.wmu.Lock()
 	if c.werr == nil && c.bw.Buffered() > 0 {
+		if c.probeAck {
+			c.probeAck = false
+			c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, grpcBDPPing[:])
+		}
 		if err := c.bw.Flush(); err != nil {
 			c.failLocked(err)
 		}

@@ -88,17 +88,7 @@ func TestRawClientPingAndSettings(t *testing.T) {
 
 	// A whole call in frames: the 100-byte window makes the relay send the
 	// answer in pieces as we open it.
-	c.buf.Reset()
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"},
-		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
-	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.buf.Bytes(), EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}); err != nil {
-		t.Fatal(err)
-	}
+	c.callVersion(t, 1)
 	var data []byte
 	var trailers []hpack.HeaderField
 	for trailers == nil {
@@ -200,6 +190,71 @@ func TestMalformedFramesCloseTheConnection(t *testing.T) {
 	// The relay still serves well-behaved clients.
 	if _, err := runtimeapi.NewRuntimeServiceClient(p.conn).Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
 		t.Fatalf("after the malformed clients: %v", err)
+	}
+}
+
+// callVersion sends a whole Version call on stream id.
+func (c *rawClient) callVersion(t *testing.T, id uint32) {
+	t.Helper()
+	c.buf.Reset()
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"},
+		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.buf.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBandwidthProbeAckRidesWithTheNextFrames: grpc-go's BDP PING is
+// answered behind the next frames crishim writes anyway, any other PING at
+// once.
+func TestBandwidthProbeAckRidesWithTheNextFrames(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	c := dialRaw(t, p.sock)
+	c.next(t, func(f http2.Frame) bool { s, ok := f.(*http2.SettingsFrame); return ok && s.IsAck() })
+
+	other := [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'i', 'v'}
+	for _, ping := range [][8]byte{grpcBDPPing, other} {
+		if err := c.fr.WritePing(false, ping); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var acks [][8]byte
+	for len(acks) < 2 {
+		pf := c.next(t, func(f http2.Frame) bool { _, ok := f.(*http2.PingFrame); return ok }).(*http2.PingFrame)
+		acks = append(acks, pf.Data)
+	}
+	if acks[0] != other || acks[1] != grpcBDPPing {
+		t.Errorf("acks %q, want the other PING's first, then the probe's behind it", acks)
+	}
+
+	// A probe after a call's answer is acked with the next call's.
+	if err := c.fr.WritePing(false, grpcBDPPing); err != nil {
+		t.Fatal(err)
+	}
+	c.callVersion(t, 1)
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != "ping" {
+		switch f := c.next(t, func(http2.Frame) bool { return true }).(type) {
+		case *http2.PingFrame:
+			got = append(got, "ping")
+		case *http2.MetaHeadersFrame:
+			got = append(got, "headers")
+		case *http2.DataFrame:
+			got = append(got, "data")
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset: %v", f.ErrCode)
+		}
+	}
+	// The answer may come in one write or several; the ack goes with the first.
+	if got[0] != "headers" {
+		t.Errorf("frames %v: the probe's ack went out before the answer", got)
 	}
 }
 

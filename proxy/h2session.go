@@ -268,7 +268,7 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			c.writePing(true, f.Data)
+			c.ackPing(f.Data)
 		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
 			s.goAway2 = true
 			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")

@@ -94,7 +94,7 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			c.writePing(true, f.Data)
+			c.ackPing(f.Data)
 		}
 	case *http2.RSTStreamFrame:
 		st := up.streams[f.StreamID]

@@ -38,7 +38,9 @@ func main() {
 		fmt.Println("crishim", version)
 		return
 	}
+	procs := setProcs()
 	log := newLogger(os.Stderr, cfg)
+	log.Debug("go runtime", "gomaxprocs", procs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Once shutdown has begun, a second signal gets its default action: an
