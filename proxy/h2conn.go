@@ -25,7 +25,13 @@ const (
 	h2DefaultWindow   = 65535
 	h2DefaultMaxFrame = 16384
 	h2MaxStreamID     = math.MaxInt32
-	ioBufSize         = 64 << 10
+	// ioBufSize is each connection's read and write buffer: about what a
+	// unix socket holds (net.core.wmem_default), so that a list of a few
+	// hundred containers crosses crishim in one read and one write rather
+	// than one per 64 KiB (ListContainers of 300 on containerd: 1.14 of
+	// direct with 64 KiB, 1.11 with 256 KiB). It costs about 1 MiB per
+	// client connection (its own buffers and its runtime connection's).
+	ioBufSize = 256 << 10
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
