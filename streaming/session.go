@@ -306,6 +306,11 @@ func (sess *session) waitCopies() {
 func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
 	c.sess.copyStarted()
 	defer c.sess.copyEnded()
+	if src, ok := r.(net.Conn); ok {
+		if n, err, ok := spliceCounted(c.Conn, src, c.countToRuntime); ok {
+			return n, err
+		}
+	}
 	rf, ok := c.Conn.(io.ReaderFrom)
 	if !ok {
 		return io.Copy(writerOnly{c}, r)
@@ -317,6 +322,11 @@ func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
 func (c *countingConn) WriteTo(w io.Writer) (int64, error) {
 	c.sess.copyStarted()
 	defer c.sess.copyEnded()
+	if dst, ok := w.(net.Conn); ok {
+		if n, err, ok := spliceCounted(dst, c.Conn, c.countToClient); ok {
+			return n, err
+		}
+	}
 	rf, ok := w.(io.ReaderFrom) // a *tls.Conn is not
 	if !ok {
 		return io.Copy(w, readerOnly{c})
