@@ -78,15 +78,22 @@ func count(lines []string, s string) int {
 	return n
 }
 
-// assertStopSignalReported checks ContainerStatus through crishim.
+// assertStopSignalReported checks ContainerStatus through crishim, plain
+// and verbose (whose info repeats the annotations, and is the kubelet's
+// bytes to keep intact).
 func assertStopSignalReported(t *testing.T, rs internalapi.RuntimeService, id string, want runtimeapi.Signal) {
 	t.Helper()
-	st, err := rs.ContainerStatus(context.Background(), id, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := st.GetStatus().GetStopSignal(); got != want {
-		t.Errorf("ContainerStatus through crishim: stop_signal %s, want %s", got, want)
+	for _, verbose := range []bool{false, true} {
+		st, err := rs.ContainerStatus(context.Background(), id, verbose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.GetStatus().GetStopSignal(); got != want {
+			t.Errorf("ContainerStatus (verbose %v) through crishim: stop_signal %s, want %s", verbose, got, want)
+		}
+		if verbose && st.GetInfo()["info"] == "" {
+			t.Errorf("verbose ContainerStatus through crishim lost its info: %v", st.GetInfo())
+		}
 	}
 }
 
