@@ -60,7 +60,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 100, "pod sandboxes on the private containerd")
 	flag.IntVar(&o.perPod, "containers-per-pod", 3, "containers per pod on the private containerd")
 	flag.IntVar(&o.streamMiB, "stream-mib", 256, "MiB per exec and port-forward transfer on the private containerd (0 skips streaming)")
-	flag.IntVar(&o.streamRounds, "stream-rounds", 5, "transfers per target for each streaming workload, direct and crishim alternating")
+	flag.IntVar(&o.streamRounds, "stream-rounds", 7, "transfers per target for each streaming workload, direct and crishim alternating")
 	flag.BoolVar(&o.fake, "fake", true, "measure against the fake runtime")
 	only := flag.String("only", "", "run only the workloads whose name matches this regular expression (\"throughput\", \"leak check\" and the streaming names count as workloads)")
 	flag.Parse()
