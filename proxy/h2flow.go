@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -45,6 +46,57 @@ func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
 	f.st, f.src, f.dst, f.srcID, f.dstID = st, src, dst, srcID, dstID
 	f.sendWin = dst.peerInitWin
 	f.recvAvail = relayStreamWindow
+}
+
+// toClient and toUpstream pick a stream's flow toward one side, for the
+// frames that side's connection sends about its windows.
+func toClient(st *stream) *flow   { return &st.toClient }
+func toUpstream(st *stream) *flow { return &st.toUp }
+
+// onWindowUpdate opens a send window toward c: the connection's, or that of
+// the stream with the frame's ID in streams (c's stream IDs).
+func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams map[uint32]*stream, toward func(*stream) *flow) error {
+	inc := int64(f.Increment)
+	if f.StreamID == 0 {
+		c.sendWin += inc
+		if c.sendWin > h2MaxStreamID {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		s.unblock(c)
+		return nil
+	}
+	if st := streams[f.StreamID]; st != nil {
+		fl := toward(st)
+		fl.sendWin += inc
+		fl.pump()
+		s.settle(st)
+	}
+	return nil
+}
+
+// onSettings takes in c's SETTINGS: a changed initial window moves the send
+// windows of every open stream toward c by the difference.
+func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint32]*stream, toward func(*stream) *flow) error {
+	if f.IsAck() {
+		return nil
+	}
+	delta, err := c.applySettings(f)
+	if err != nil {
+		return err
+	}
+	c.writeSettingsAck()
+	if delta == 0 {
+		return nil
+	}
+	for _, st := range streams {
+		fl := toward(st)
+		fl.sendWin += delta
+		if delta > 0 {
+			fl.pump()
+			s.settle(st)
+		}
+	}
+	return nil
 }
 
 // consumed returns n bytes of src's window: they left crishim (or were

@@ -234,38 +234,9 @@ func (s *session) onClientFrame(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return s.onClientHeaders(f)
 	case *http2.WindowUpdateFrame:
-		inc := int64(f.Increment)
-		if f.StreamID == 0 {
-			c.sendWin += inc
-			if c.sendWin > h2MaxStreamID {
-				return http2.ConnectionError(http2.ErrCodeFlowControl)
-			}
-			s.unblock(c)
-			return nil
-		}
-		if st := s.streams[f.StreamID]; st != nil {
-			st.toClient.sendWin += inc
-			st.toClient.pump()
-			s.settle(st)
-		}
+		return s.onWindowUpdate(c, f, s.streams, toClient)
 	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return nil
-		}
-		delta, err := c.applySettings(f)
-		if err != nil {
-			return err
-		}
-		c.writeSettingsAck()
-		if delta != 0 {
-			for _, st := range s.streams {
-				st.toClient.sendWin += delta
-				if delta > 0 {
-					st.toClient.pump()
-					s.settle(st)
-				}
-			}
-		}
+		return s.onSettings(c, f, s.streams, toClient)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.ackPing(f.Data)

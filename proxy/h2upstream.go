@@ -62,36 +62,9 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		s.client.writeHeaders(st.cid, f.Fields, false)
 		st.headersSent = true
 	case *http2.WindowUpdateFrame:
-		inc := int64(f.Increment)
-		if f.StreamID == 0 {
-			c.sendWin += inc
-			if c.sendWin > h2MaxStreamID {
-				return http2.ConnectionError(http2.ErrCodeFlowControl)
-			}
-			s.unblock(c)
-			return nil
-		}
-		if st := up.streams[f.StreamID]; st != nil {
-			st.toUp.sendWin += inc
-			st.toUp.pump()
-		}
+		return s.onWindowUpdate(c, f, up.streams, toUpstream)
 	case *http2.SettingsFrame:
-		if f.IsAck() {
-			return nil
-		}
-		delta, err := c.applySettings(f)
-		if err != nil {
-			return err
-		}
-		c.writeSettingsAck()
-		if delta != 0 {
-			for _, st := range up.streams {
-				st.toUp.sendWin += delta
-				if delta > 0 {
-					st.toUp.pump()
-				}
-			}
-		}
+		return s.onSettings(c, f, up.streams, toUpstream)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.ackPing(f.Data)
