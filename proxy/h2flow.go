@@ -35,12 +35,15 @@ type flow struct {
 	msgs     msgLimit
 
 	// A response under RewriteResponse: its messages are held until whole
-	// and src is credited as they arrive (prepaid), since what goes to dst
-	// need not be the same bytes.
+	// and src is credited as they arrive (see prepaid), since what goes to
+	// dst need not be the same bytes.
 	rewrite Rewrite
 	held    []byte
-	prepaid bool
 }
+
+// prepaid says src was credited for the flow's bytes on arrival, not when
+// they leave.
+func (f *flow) prepaid() bool { return f.rewrite != nil }
 
 func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
 	f.st, f.src, f.dst, f.srcID, f.dstID = st, src, dst, srcID, dstID
@@ -168,7 +171,7 @@ func (f *flow) send(p []byte, end bool) int {
 		p = p[n:]
 		sent += int(n)
 	}
-	if !f.prepaid {
+	if !f.prepaid() {
 		f.consumed(int64(sent))
 	}
 	return sent
@@ -216,7 +219,7 @@ func (f *flow) endWith(trailers []hpack.HeaderField) {
 // window (the stream is over; its own window no longer matters).
 func (f *flow) drop() {
 	f.held = nil
-	if n := int64(f.queue.len()); n > 0 && !f.prepaid {
+	if n := int64(f.queue.len()); n > 0 && !f.prepaid() {
 		f.src.recvOwed += n
 		creditConn(f.src)
 	}

@@ -41,7 +41,7 @@ type relay struct {
 // localBufSize is the in-memory connection's buffer per direction.
 const localBufSize = 1 << 20
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, size int) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, size int) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -60,7 +60,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, size int) *relay 
 			r.router.local[m.FullMethod] = true
 		}
 	}
-	r.router.rewrites = rewrites(opts.Intercept)
+	r.router.rewrites = rw
 	for _, svc := range opts.Services {
 		r.router.services[svc.Desc.ServiceName] = true
 	}

@@ -9,7 +9,6 @@ const grpcPrefixLen = 5
 // whole message goes through the rewrite on its way to dst. The message
 // size limit was checked before (msgLimit), which bounds what is held.
 func (f *flow) forwardRewritten(p []byte, end bool) {
-	f.prepaid = true
 	f.consumed(int64(len(p)))
 	buf := p
 	if len(f.held) > 0 {

@@ -68,9 +68,10 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	if opts.Relay != RelayH2 && opts.Relay != RelayGRPC {
 		return nil, fmt.Errorf("relay %q: want %q or %q", opts.Relay, RelayH2, RelayGRPC)
 	}
+	rw := rewrites(opts.Intercept) // both relays amend these answers
 	gs := grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
-		grpc.UnknownServiceHandler(backend.relayHandler(rewrites(opts.Intercept))),
+		grpc.UnknownServiceHandler(backend.relayHandler(rw)),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
 		grpc.ChainUnaryInterceptor(opts.Unary...),
@@ -88,7 +89,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	srv := &Server{grpc: gs}
 	if opts.Relay == RelayH2 {
-		srv.relay = newRelay(backend, gs, opts, size)
+		srv.relay = newRelay(backend, gs, opts, rw, size)
 	}
 	return srv, nil
 }
