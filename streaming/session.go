@@ -249,9 +249,8 @@ func (sess *session) dial(ctx context.Context, network, addr string) (net.Conn, 
 //
 // Its ReadFrom and WriteTo keep the copy between the two TCP connections
 // in the kernel: io.Copy, as the upgrade-aware proxy calls it, reaches them
-// and they hand the copy to net's ReadFrom, which uses splice(2) when both
-// ends are TCP (a plain wrapper hides *net.TCPConn and costs a read and a
-// write through user space per 32 KiB).
+// (a plain wrapper would hide *net.TCPConn and cost a read and a write
+// through user space per 32 KiB).
 type countingConn struct {
 	net.Conn
 	sess *session
@@ -304,34 +303,27 @@ func (sess *session) waitCopies() {
 
 // ReadFrom copies from the client to the runtime.
 func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
-	c.sess.copyStarted()
-	defer c.sess.copyEnded()
-	if src, ok := r.(net.Conn); ok {
-		if n, err, ok := spliceCounted(c.Conn, src, c.countToRuntime); ok {
-			return n, err
-		}
-	}
-	rf, ok := c.Conn.(io.ReaderFrom)
-	if !ok {
-		return io.Copy(writerOnly{c}, r)
-	}
-	return copyCounted(rf, r, c.countToRuntime)
+	return c.copy(c.Conn, r, c.countToRuntime)
 }
 
 // WriteTo copies from the runtime to the client.
 func (c *countingConn) WriteTo(w io.Writer) (int64, error) {
+	return c.copy(w, c.Conn, c.countToClient)
+}
+
+// copy is both directions of the stream: in the kernel with spliceCounted
+// when both ends are sockets, through net's own splice where only the
+// destination can take it, else through a buffer (a *tls.Conn).
+func (c *countingConn) copy(dst io.Writer, src io.Reader, count func(int64)) (int64, error) {
 	c.sess.copyStarted()
 	defer c.sess.copyEnded()
-	if dst, ok := w.(net.Conn); ok {
-		if n, err, ok := spliceCounted(dst, c.Conn, c.countToClient); ok {
-			return n, err
-		}
+	if n, err, ok := spliceCounted(dst, src, count); ok {
+		return n, err
 	}
-	rf, ok := w.(io.ReaderFrom) // a *tls.Conn is not
-	if !ok {
-		return io.Copy(w, readerOnly{c})
+	if rf, ok := dst.(io.ReaderFrom); ok {
+		return copyCounted(rf, src, count)
 	}
-	return copyCounted(rf, c.Conn, c.countToClient)
+	return io.Copy(countingWriter{dst, count}, src)
 }
 
 func (c *countingConn) countToClient(n int64) {
@@ -364,11 +356,17 @@ func copyCounted(dst io.ReaderFrom, src io.Reader, count func(int64)) (int64, er
 	}
 }
 
-// writerOnly and readerOnly hide countingConn's ReadFrom and WriteTo from
-// io.Copy, which would call them again.
-type writerOnly struct{ io.Writer }
+// countingWriter counts what a buffered copy wrote.
+type countingWriter struct {
+	w     io.Writer
+	count func(int64)
+}
 
-type readerOnly struct{ io.Reader }
+func (cw countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.count(int64(n))
+	return n, err
+}
 
 // hijackRecorder hands the upgrade-aware proxy the client's connection and
 // keeps it in the session, so a cut reaches a client that stopped reading.

@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"io"
 	"net"
 	"syscall"
 
@@ -19,7 +20,7 @@ const spliceMax = 1 << 20
 // the pipe are non-blocking, so no call blocks a thread; waiting is left to
 // Go's poller through RawConn, which also keeps deadlines and Close
 // working.
-func spliceCounted(dst, src net.Conn, count func(int64)) (written int64, err error, ok bool) {
+func spliceCounted(dst io.Writer, src io.Reader, count func(int64)) (written int64, err error, ok bool) {
 	in, okIn := rawConn(src)
 	out, okOut := rawConn(dst)
 	if !okIn || !okOut {
