@@ -65,11 +65,8 @@ func showSignals(ctx context.Context, ctlBin string, d *crishimproc.Process, rs 
 			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
 		}},
 	}
-	ctrID, err := rs.CreateContainer(ctx, podID, ctr, pod)
+	ctrID, err := runContainer(ctx, rs, podID, ctr, pod)
 	if err != nil {
-		return err
-	}
-	if err := rs.StartContainer(ctx, ctrID); err != nil {
 		return err
 	}
 	logPath := filepath.Join(logDir, "app.log")

@@ -70,11 +70,8 @@ func showStreaming(ctx context.Context, ctlBin string, d *crishimproc.Process, c
 		Command:  []string{"/bin/sh", "-c", "exec nc -ll -p 8080 -e cat"},
 		LogPath:  "echo.log",
 	}
-	echoID, err := rs.CreateContainer(ctx, podID, echo, pod)
+	echoID, err := runContainer(ctx, rs, podID, echo, pod)
 	if err != nil {
-		return err
-	}
-	if err := rs.StartContainer(ctx, echoID); err != nil {
 		return err
 	}
 	// client-go's port-forwarder gives up on the first refused connection.

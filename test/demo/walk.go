@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 
@@ -78,11 +79,8 @@ func walk(ctx context.Context, ctlBin string, d *crishimproc.Process, cd *harnes
 			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
 		}},
 	}
-	ctrID, err := rs.CreateContainer(ctx, podID, ctr, pod)
+	ctrID, err := runContainer(ctx, rs, podID, ctr, pod)
 	if err != nil {
-		return err
-	}
-	if err := rs.StartContainer(ctx, ctrID); err != nil {
 		return err
 	}
 	cs, err := rs.ContainerStatus(ctx, ctrID, false)
@@ -169,6 +167,18 @@ func printMetrics(ctx context.Context, addr string, keep func(line string) bool)
 		}
 	}
 	return sc.Err()
+}
+
+// runContainer creates a container in the pod and starts it.
+func runContainer(ctx context.Context, rs internalapi.RuntimeService, podID string, cfg *runtimeapi.ContainerConfig, pod *runtimeapi.PodSandboxConfig) (string, error) {
+	id, err := rs.CreateContainer(ctx, podID, cfg, pod)
+	if err != nil {
+		return "", err
+	}
+	if err := rs.StartContainer(ctx, id); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 func short(id string) string {
