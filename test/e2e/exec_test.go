@@ -21,10 +21,7 @@ import (
 func TestExecThroughCrishimStreaming(t *testing.T) {
 	d := startCrishim(t, testbed.Endpoint)
 	rs, _ := criClients(t, d.Endpoint)
-	name := uniqueName("exec")
-	podCfg := podConfig(t, name, nil)
-	podID := runPod(t, rs, podCfg)
-	ctrID := startContainer(t, rs, podID, podCfg, containerConfig("app", "exec sleep 3600", nil))
+	podID, podCfg, ctrID := podWithContainer(t, rs, "exec", sleeperScript)
 
 	for _, ex := range executors {
 		t.Run(ex.name, func(t *testing.T) {
@@ -110,10 +107,7 @@ func TestExecThroughCrishimStreaming(t *testing.T) {
 func TestExecTTYThroughCrishimStreaming(t *testing.T) {
 	d := startCrishim(t, testbed.Endpoint)
 	rs, _ := criClients(t, d.Endpoint)
-	name := uniqueName("tty")
-	podCfg := podConfig(t, name, nil)
-	podID := runPod(t, rs, podCfg)
-	ctrID := startContainer(t, rs, podID, podCfg, containerConfig("app", "exec sleep 3600", nil))
+	_, _, ctrID := podWithContainer(t, rs, "tty", sleeperScript)
 
 	for _, ex := range executors {
 		t.Run(ex.name, func(t *testing.T) {
@@ -192,10 +186,7 @@ func TestAttachThroughCrishimStreaming(t *testing.T) {
 func TestCrishimctlExec(t *testing.T) {
 	d := startCrishim(t, testbed.Endpoint)
 	rs, _ := criClients(t, d.Endpoint)
-	name := uniqueName("ctlexec")
-	podCfg := podConfig(t, name, nil)
-	podID := runPod(t, rs, podCfg)
-	ctrID := startContainer(t, rs, podID, podCfg, containerConfig("app", "exec sleep 3600", nil))
+	_, _, ctrID := podWithContainer(t, rs, "ctlexec", sleeperScript)
 
 	cmd := exec.Command(filepath.Join(binDir, "crishimctl"), "--endpoint", d.Endpoint, "exec", "-i", ctrID, "--", "sh", "-c", "cat; echo done >&2; exit 3")
 	cmd.Stdin = strings.NewReader("piped through crishim\n")

@@ -37,10 +37,7 @@ func debugConfig(name, targetID, script string) *runtimeapi.ContainerConfig {
 // podWithApp runs a pod (through rs) with an app container running sleep.
 func podWithApp(t *testing.T, rs internalapi.RuntimeService, name string) (string, *runtimeapi.PodSandboxConfig, string) {
 	t.Helper()
-	pod := podConfig(t, uniqueName(name), nil)
-	podID := runPod(t, rs, pod)
-	appID := startContainer(t, rs, podID, pod, containerConfig("app", appScript, nil))
-	return podID, pod, appID
+	return podWithContainer(t, rs, name, appScript)
 }
 
 // hostPID is a container's init process as the host sees it.

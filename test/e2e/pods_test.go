@@ -85,6 +85,19 @@ func startContainer(t *testing.T, rs internalapi.RuntimeService, podID string, p
 	return id
 }
 
+// sleeperScript keeps a container running and doing nothing.
+const sleeperScript = "exec sleep 3600"
+
+// podWithContainer runs a pod named after name (through rs) with one
+// container, "app", running script.
+func podWithContainer(t *testing.T, rs internalapi.RuntimeService, name, script string) (podID string, pod *runtimeapi.PodSandboxConfig, ctrID string) {
+	t.Helper()
+	pod = podConfig(t, uniqueName(name), nil)
+	podID = runPod(t, rs, pod)
+	ctrID = startContainer(t, rs, podID, pod, containerConfig("app", script, nil))
+	return podID, pod, ctrID
+}
+
 // uniqueName gives each pod of a run its own name.
 func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)

@@ -38,10 +38,7 @@ func TestStreamTokens(t *testing.T) {
 	const ttl = 2 * time.Second
 	d := startCrishim(t, testbed.Endpoint, "--stream-token-ttl", ttl.String(), "--stream-max-tokens", "2")
 	rs, _ := criClients(t, d.Endpoint)
-	name := uniqueName("tokens")
-	podCfg := podConfig(t, name, nil)
-	podID := runPod(t, rs, podCfg)
-	ctrID := startContainer(t, rs, podID, podCfg, containerConfig("app", "exec sleep 3600", nil))
+	_, _, ctrID := podWithContainer(t, rs, "tokens", sleeperScript)
 	ctx := context.Background()
 	execURL := func() (string, error) {
 		resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"true"}, Stdout: true})
@@ -132,10 +129,7 @@ func TestStreamTokens(t *testing.T) {
 func TestStreamClientGoneMidStream(t *testing.T) {
 	d := startCrishim(t, testbed.Endpoint)
 	rs, _ := criClients(t, d.Endpoint)
-	name := uniqueName("gone")
-	podCfg := podConfig(t, name, nil)
-	podID := runPod(t, rs, podCfg)
-	ctrID := startContainer(t, rs, podID, podCfg, containerConfig("app", "exec sleep 3600", nil))
+	_, _, ctrID := podWithContainer(t, rs, "gone", sleeperScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
