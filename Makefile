@@ -10,9 +10,9 @@ TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION ?= v0.8.2
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 25m
 
-.PHONY: all build test unit e2e demo demo-clean bench lint generate fmt clean
+.PHONY: all build test unit e2e demo demo-clean node node-clean kube-bins bench lint generate fmt clean
 
 all: build
 
@@ -20,8 +20,10 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/crishim ./cmd/crishim
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/crishimctl ./cmd/crishimctl
 
-# All tests: unit tests, then end-to-end tests against a private containerd.
-test: build
+# All tests: unit tests, then end-to-end tests against a private containerd, then the
+# same through a real kubelet and kubectl (test/kube). The Kubernetes binaries are built
+# first, outside the tests' timeout: cold, that is the long part; cached after.
+test: build kube-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./...
 
@@ -33,12 +35,28 @@ e2e: build
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/...
 
 # A private containerd, crishim in front of it, a scripted walk through what
-# crishim does. KEEP=1 leaves both running; `make demo-clean` removes them.
+# crishim does; then a chapter with kubectl on a real node (test/node) when its
+# Kubernetes binaries are cached, or always with KUBE=1 (which builds them).
+# KEEP=1 leaves containerd and crishim running; `make demo-clean` removes them.
 demo: build
-	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep)
+	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube)
 
 demo-clean:
 	$(GO) run ./test/demo --clean
+
+# A one-node Kubernetes cluster (etcd, kube-apiserver, controller-manager, scheduler,
+# kubelet) whose kubelet talks to crishim in front of the private containerd. Prints
+# KUBECONFIG=, CRISHIM_SOCK= and CRISHIM_METRICS= lines; a second call reuses the node.
+node: build
+	@$(GO) run ./test/node/up --crishim bin/crishim
+
+node-clean:
+	@$(GO) run ./test/node/up --clean
+
+# Build (or find cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kubectl and etcd from the Go module proxy (test/node/kubebuild).
+kube-bins:
+	@$(GO) run ./test/node/up --build-only
 
 # Direct vs. crishim vs. a naive forwarder, interleaved, against a fake
 # runtime and the private containerd (root). BENCH_FLAGS='-o json' for machines.

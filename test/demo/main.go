@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/crishim/crishim/test/harness"
+	"github.com/crishim/crishim/test/node"
 )
 
 func main() {
@@ -25,6 +26,7 @@ func main() {
 	crishimctl := flag.String("crishimctl", "bin/crishimctl", "crishimctl binary")
 	keep := flag.Bool("keep", false, "leave containerd and crishim running")
 	clean := flag.Bool("clean", false, "remove what a kept demo left running, then exit")
+	kube := flag.Bool("kube", false, "run the kubectl chapter on a real node even if its Kubernetes binaries must be built first (cold: many minutes); without it the chapter runs only when they are cached")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -32,7 +34,7 @@ func main() {
 	if *clean {
 		err = cleanKept()
 	} else {
-		err = run(ctx, *crishim, *crishimctl, *keep)
+		err = run(ctx, *crishim, *crishimctl, *keep, *kube)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -43,7 +45,7 @@ func main() {
 // crishimPidFile is where a kept demo records its crishim, inside the slot.
 const crishimPidFile = "crishim.pid"
 
-func run(ctx context.Context, crishimBin, ctlBin string, keep bool) error {
+func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo starts a private containerd and needs root")
 	}
@@ -81,6 +83,15 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep bool) error {
 
 	if err := walk(ctx, ctlBin, d, cd); err != nil {
 		return err
+	}
+	if _, cached, err := node.CachedBinaries(); err != nil {
+		return err
+	} else if cached || kube {
+		if err := showKube(ctx, crishimBin); err != nil {
+			return fmt.Errorf("kubectl chapter: %w", err)
+		}
+	} else {
+		say("Skipping the kubectl chapter: its Kubernetes binaries are not built yet (make demo KUBE=1 builds them, as does make test)")
 	}
 	if keep {
 		say("Left running (make demo-clean removes both)")

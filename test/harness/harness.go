@@ -25,6 +25,9 @@ type Options struct {
 	// *os.File (which then replaces containerd.log), since nothing in this process can copy
 	// output once it has exited.
 	Log io.Writer
+	// Owner, with Detach, names what the detached containerd belongs to (a node of
+	// test/node); TeardownDetached leaves owned slots to their owner's own teardown.
+	Owner string
 }
 
 // Containerd is a running private containerd in a slot owned by this process.
@@ -73,6 +76,7 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 func startInSlot(ctx context.Context, opts Options, n int, lock *os.File) (*Containerd, error) {
 	m := newSlotMeta(n)
 	m.Detached = opts.Detach
+	m.Owner = opts.Owner
 	l := layout{slotDir(n)}
 	c := &Containerd{
 		Slot:         n,

@@ -33,6 +33,7 @@ type slotMeta struct {
 	Subnet   string `json:"subnet"`
 	Network  string `json:"network"`
 	Detached bool   `json:"detached"`
+	Owner    string `json:"owner,omitempty"`
 }
 
 var slotDirName = regexp.MustCompile(`^slot-([0-9]+)$`)

@@ -51,7 +51,8 @@ func Teardown(dir string) error {
 
 // TeardownDetached tears down every slot whose containerd was started with Detach, whether
 // it still runs or not, and returns the directories it removed. It leaves alone slots of
-// ordinary (non-detached) harnesses, which may belong to tests running right now.
+// ordinary (non-detached) harnesses, which may belong to tests running right now, and
+// slots with an Owner, which their owner tears down.
 func TeardownDetached() ([]string, error) {
 	var removed []string
 	var errs []error
@@ -59,7 +60,7 @@ func TeardownDetached() ([]string, error) {
 		dir := slotDir(n)
 		b, err := os.ReadFile(layout{dir}.meta())
 		var m slotMeta
-		if err != nil || json.Unmarshal(b, &m) != nil || !m.Detached {
+		if err != nil || json.Unmarshal(b, &m) != nil || !m.Detached || m.Owner != "" {
 			continue
 		}
 		// A free slot is a dead detached run: clean it while holding its lock. A busy one is

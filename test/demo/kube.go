@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/crishim/crishim/test/node"
+)
+
+// kubePod is the chapter's pod: an app whose processes a debug container will list.
+const kubePod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-app
+  labels: {app: demo-app}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: docker.io/library/busybox:latest
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo demo app up; exec sleep 3600"]
+`
+
+// showKube is the kubectl chapter: a real kubelet and kube-apiserver with crishim as the
+// kubelet's runtime (test/node). It reuses a node `make node` left running, and otherwise
+// starts one and removes it at the end.
+func showKube(ctx context.Context, crishimBin string) error {
+	say("A real Kubernetes node: kubelet -> crishim -> containerd, driven with kubectl")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	start := time.Now()
+	n, err := node.Up(ctx, node.Options{Index: 0, Crishim: crishimBin, Log: log})
+	if err != nil {
+		return err
+	}
+	detail("node %s Ready (Kubernetes %s) in %s; KUBECONFIG=%s", n.Name, n.Version, time.Since(start).Round(time.Second), n.Kubeconfig)
+	k := func(stdin string, args ...string) (string, error) {
+		var in []byte
+		if stdin != "" {
+			in = []byte(stdin)
+		}
+		out, err := n.Kubectl(ctx, in, args...)
+		fmt.Print(indent(string(out)))
+		return string(out), err
+	}
+	steps := []struct {
+		title string
+		stdin string
+		args  []string
+	}{
+		{"kubectl get nodes -o wide", "", []string{"get", "nodes", "-o", "wide"}},
+		{"kubectl apply a pod and wait for it", kubePod, []string{"apply", "-f", "-"}},
+		{"", "", []string{"wait", "--for=condition=Ready", "pod/demo-app", "--timeout=120s"}},
+		{"kubectl logs demo-app", "", []string{"logs", "demo-app"}},
+		{"kubectl exec (the stream goes through crishim's streaming server)", "", []string{"exec", "demo-app", "--", "sh", "-c", "echo hello from $(hostname)"}},
+		{"kubectl debug --target=app: a debug container in the app's PID namespace", "ps\nexit\n",
+			[]string{"debug", "-i", "demo-app", "--image=docker.io/library/busybox:latest", "--image-pull-policy=IfNotPresent", "--target=app", "--container=debugger", "--", "sh"}},
+		{"kubectl delete pod demo-app", "", []string{"delete", "pod", "demo-app", "--wait=true", "--timeout=60s"}},
+	}
+	for _, s := range steps {
+		if s.title != "" {
+			say("%s", s.title)
+		}
+		if _, err := k(s.stdin, s.args...); err != nil {
+			return err
+		}
+	}
+	say("crishim's stream metrics: the kubelet's exec and attach came through crishim")
+	if err := printMetrics(ctx, strings.TrimPrefix(n.CrishimMetrics, "http://"), func(line string) bool {
+		return strings.HasPrefix(line, "crishim_stream_sessions_total")
+	}); err != nil {
+		return err
+	}
+	if n.Reused {
+		detail("the node was running before (make node): left running")
+		return nil
+	}
+	say("Removing the node (make node keeps one running)")
+	return n.Stop()
+}

@@ -1,0 +1,77 @@
+package kube
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/crishim/crishim/test/node"
+)
+
+var (
+	// testNode is the one-node cluster shared by the tests of this package.
+	testNode *node.Node
+	// binDir holds the crishim and crishimctl binaries built for this run.
+	binDir string
+)
+
+// nodeIndex keeps this package's node apart from `make node`'s (index 0).
+const nodeIndex = 1
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("kube: skipped in -short mode")
+		return 0
+	}
+	if os.Geteuid() != 0 {
+		fmt.Println("kube: SKIP: the node tests start containerd, a kubelet and a control plane and need root (run `sudo make test`)")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "crishim-kube-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	for _, cmd := range []string{"crishim", "crishimctl"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/crishim/crishim/cmd/"+cmd)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "kube: build %s: %v\n", cmd, err)
+			return 1
+		}
+	}
+	start := time.Now()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	testNode, err = node.Start(ctx, node.Options{Index: nodeIndex, Crishim: filepath.Join(dir, "crishim"), Log: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube: start node:", err)
+		if cerr := node.Clean(nodeIndex); cerr != nil {
+			fmt.Fprintln(os.Stderr, "kube: clean:", cerr)
+		}
+		return 1
+	}
+	fmt.Printf("kube: node %s (Kubernetes %s) Ready in %s, kubelet -> crishim %s\n", testNode.Name, testNode.Version, time.Since(start).Round(time.Millisecond), testNode.CrishimSock)
+	code := m.Run()
+	if err := testNode.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "kube: teardown:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}

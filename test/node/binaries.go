@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/crishim/crishim/test/harness"
+)
+
+// Components are the commands a node runs, built from ./kubebuild.
+var Components = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd"}
+
+// binCacheDir holds one directory of binaries per build key.
+var binCacheDir = filepath.Join(harness.BaseDir, "kube-bin")
+
+// Binaries is a directory holding every Component.
+type Binaries struct {
+	Dir     string
+	Version string // the Kubernetes release, e.g. v1.37.2
+}
+
+// Path is the full path of a component.
+func (b Binaries) Path(name string) string { return filepath.Join(b.Dir, name) }
+
+// kubebuildDir finds ./kubebuild from the source tree this package was compiled from, so
+// that tests (run in their package directory) and `go run` commands (run anywhere in the
+// checkout) find the same module.
+func kubebuildDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate test/node/kubebuild: no caller information")
+	}
+	dir := filepath.Join(filepath.Dir(file), "kubebuild")
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return "", fmt.Errorf("locate test/node/kubebuild: %w", err)
+	}
+	return dir, nil
+}
+
+// buildKey names a build by what decides its output: the module files and sources of
+// ./kubebuild and the Go toolchain.
+func buildKey(dir string) (version, key string, err error) {
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum", "tools.go", "etcd/main.go"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", "", fmt.Errorf("read kubebuild/%s: %w", name, err)
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+		if name == "go.mod" {
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+					version = f[1]
+				}
+			}
+		}
+	}
+	fmt.Fprintln(h, runtime.Version())
+	if version == "" {
+		return "", "", fmt.Errorf("kubebuild/go.mod requires no k8s.io/kubernetes version")
+	}
+	return version, version + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
+}
+
+// CachedBinaries returns the binaries of the current build key and whether they are built.
+func CachedBinaries() (Binaries, bool, error) {
+	src, err := kubebuildDir()
+	if err != nil {
+		return Binaries{}, false, err
+	}
+	version, key, err := buildKey(src)
+	if err != nil {
+		return Binaries{}, false, err
+	}
+	b := Binaries{Dir: filepath.Join(binCacheDir, key), Version: version}
+	return b, b.complete(), nil
+}
+
+// EnsureBinaries returns the cached binaries, building them first if this key was never built.
+// A cold build compiles Kubernetes (many minutes on two cores; progress goes to log); a warm
+// call costs a hash of four files. Concurrent callers wait for one build.
+func EnsureBinaries(ctx context.Context, log *slog.Logger) (Binaries, error) {
+	b, ok, err := CachedBinaries()
+	if err != nil || ok {
+		return b, err
+	}
+	src, err := kubebuildDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	unlock, err := harness.LockFile(ctx, filepath.Join(binCacheDir, "build.lock"))
+	if err != nil {
+		return Binaries{}, err
+	}
+	defer unlock()
+	if b.complete() { // built by whoever held the lock before us
+		return b, nil
+	}
+	log.Info("building Kubernetes binaries (cold: many minutes; cached after)", "version", b.Version, "into", b.Dir)
+	start := time.Now()
+	if err := build(ctx, src, b.Dir); err != nil {
+		return Binaries{}, err
+	}
+	log.Info("built Kubernetes binaries", "version", b.Version, "took", time.Since(start).Round(time.Second))
+	return b, nil
+}
+
+// complete reports whether every component is there; a build writes its directory under a
+// temporary name and renames it whole, so a directory that exists is complete.
+func (b Binaries) complete() bool {
+	for _, c := range Components {
+		if _, err := os.Stat(b.Path(c)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func build(ctx context.Context, src, dst string) error {
+	tmp := dst + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("clear %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	pkgs := []string{"./etcd"}
+	for _, c := range Components[:5] {
+		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
+	}
+	// One go build for all of them, so shared packages compile once. CGO off as in the
+	// Kubernetes release builds; -s -w because nobody debugs these binaries and they link
+	// faster without symbol tables.
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/"}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build Kubernetes in %s: %w\n%s", src, err, harness.Tail([]byte(out.String()), 4096))
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("install binaries: %w", err)
+	}
+	return nil
+}

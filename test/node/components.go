@@ -1,0 +1,151 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// featureGates the node turns on in the apiserver and the kubelet: lifecycle.stopSignal is
+// still alpha in the release the bed builds, and crishim's stop_signal emulation is what
+// the tests prove through it.
+const featureGates = "ContainerStopSignals=true"
+
+// serviceCIDR is the apiserver's service range; nothing routes to it, the apiserver only
+// needs one to hand out the kubernetes service's address.
+const serviceCIDR = "10.96.0.0/24"
+
+func etcdArgs(l layout, s state) []string {
+	return []string{
+		"--data-dir", l.path("etcd"),
+		"--listen-client-url", "http://" + s.EtcdAddr,
+		"--listen-peer-url", "http://" + s.EtcdPeerAddr,
+	}
+}
+
+// apiserverArgs: loopback only; the advertised address (the kubernetes service's endpoint)
+// is the node IP because the apiserver refuses to advertise loopback.
+func apiserverArgs(l layout, s state, p pki) []string {
+	return []string{
+		"--etcd-servers", "http://" + s.EtcdAddr,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(s.APIServerPort),
+		"--advertise-address", s.NodeIP,
+		"--cert-dir", l.path("apiserver-certs"),
+		"--tls-cert-file", p.path("apiserver.crt"),
+		"--tls-private-key-file", p.path("apiserver.key"),
+		"--client-ca-file", p.CA(),
+		"--kubelet-client-certificate", p.path("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key", p.path("apiserver-kubelet-client.key"),
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", p.path("sa.pub"),
+		"--service-account-signing-key-file", p.path("sa.key"),
+		"--service-cluster-ip-range", serviceCIDR,
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
+		"--allow-privileged",
+		"--feature-gates", featureGates,
+		"--profiling=false",
+	}
+}
+
+func controllerManagerArgs(l layout, p pki) []string {
+	return []string{
+		"--kubeconfig", l.path("controller-manager.kubeconfig"),
+		"--bind-address", "127.0.0.1",
+		"--secure-port", "0",
+		"--leader-elect=false",
+		"--service-account-private-key-file", p.path("sa.key"),
+		"--root-ca-file", p.CA(),
+		"--cluster-name", "crishim-node",
+		"--profiling=false",
+	}
+}
+
+func schedulerArgs(l layout) []string {
+	return []string{
+		"--kubeconfig", l.path("scheduler.kubeconfig"),
+		"--bind-address", "127.0.0.1",
+		"--secure-port", "0",
+		"--leader-elect=false",
+		"--profiling=false",
+	}
+}
+
+// kubeletArgs keeps on the command line only what KubeletConfiguration cannot hold; the rest
+// is in the config file, the way docs/install.md tells operators to point a kubelet at crishim.
+func kubeletArgs(l layout, s state) []string {
+	return []string{
+		"--config", l.path("kubelet.yaml"),
+		"--kubeconfig", l.path("kubelet.kubeconfig"),
+		"--root-dir", l.path("kubelet"),
+		"--hostname-override", s.Name,
+		"--node-ip", s.NodeIP,
+		"--v", "2",
+	}
+}
+
+// kubeletConfig renders the KubeletConfiguration. The non-default values and why:
+//   - containerRuntimeEndpoint: crishim (or containerd itself for the direct comparison).
+//   - cgroupDriver cgroupfs under the node's own cgroupRoot: no systemd here, and two nodes
+//     (make node and a test run) must not share /kubepods.
+//   - failCgroupV1 false: test machines may still be on cgroup v1.
+//   - address and ports: the node IP and free ports, so beds never collide.
+//   - podLogsDirectory: under the bed, not /var/log/pods.
+//   - eviction at tiny thresholds: a nearly full test disk must not evict the pods under test.
+func kubeletConfig(l layout, s state, p pki, endpoint string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: %s
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+failCgroupV1: false
+failSwapOn: false
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+podLogsDirectory: %s
+resolvConf: %s
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "50Mi"
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+featureGates:
+  ContainerStopSignals: true
+`, endpoint, s.CgroupRoot, s.NodeIP, s.KubeletPort, s.KubeletHealthzPort, p.CA(), l.path("pod-logs"), l.path("resolv.conf"))
+}
+
+// writeKubeletConfig writes kubelet.yaml with the given runtime endpoint.
+func writeKubeletConfig(l layout, s state, p pki, endpoint string) error {
+	if err := os.WriteFile(l.path("kubelet.yaml"), []byte(kubeletConfig(l, s, p, endpoint)), 0o644); err != nil {
+		return fmt.Errorf("write kubelet config: %w", err)
+	}
+	return nil
+}
+
+// layout names the files of a node under its directory.
+type layout struct{ dir string }
+
+func (l layout) path(parts ...string) string {
+	return filepath.Join(append([]string{l.dir}, parts...)...)
+}
+
+func (l layout) logFile(component string) string {
+	return l.path("logs", strings.TrimSuffix(component, ".log")+".log")
+}

@@ -1,0 +1,476 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/crishim/crishim/test/crishimproc"
+	"github.com/crishim/crishim/test/harness"
+)
+
+// BusyboxLatest is the name under which the bed's offline busybox (every applet: httpd, nc,
+// ps...) is present on the node, so pods that use it with imagePullPolicy IfNotPresent start.
+const BusyboxLatest = "docker.io/library/busybox:latest"
+
+// Options say which node to run and with which crishim.
+type Options struct {
+	// Index picks the node's directory, interface, address and cgroup; `make node` uses 0,
+	// the e2e tests 1, so both can run at once.
+	Index       int
+	Crishim     string   // the crishim binary
+	CrishimArgs []string // extra crishim flags
+	Log         *slog.Logger
+}
+
+// Node is a running one-node cluster.
+type Node struct {
+	Dir            string // everything of the node lives under it
+	Name           string // the Node object's name
+	IP             string // the node IP, on the bed's dummy interface
+	Kubeconfig     string // admin kubeconfig
+	CrishimSock    string // the socket the kubelet talks to
+	CrishimMetrics string // http://host:port of crishim's /metrics
+	Version        string // the Kubernetes release
+	Clientset      *kubernetes.Clientset
+	Reused         bool // Up found it running
+
+	l     layout
+	s     state
+	bins  Binaries
+	cd    *harness.Containerd // nil for a node reused from another process
+	opts  Options
+	log   *slog.Logger
+	pki   pki
+	crish *crishimproc.Process
+}
+
+// Dir is node index's directory.
+func Dir(index int) string { return filepath.Join(harness.BaseDir, "node-"+strconv.Itoa(index)) }
+
+// startTimeout bounds a whole start once the binaries are built.
+const startTimeout = 4 * time.Minute
+
+// Up returns the node at opts.Index if it is running and Ready (the second `make node`),
+// and otherwise starts it afresh, sweeping whatever an earlier run left.
+func Up(ctx context.Context, opts Options) (*Node, error) {
+	if n, err := reuse(ctx, opts); err == nil {
+		return n, nil
+	}
+	return Start(ctx, opts)
+}
+
+// reuse attaches to a running node.
+func reuse(ctx context.Context, opts Options) (*Node, error) {
+	l := layout{Dir(opts.Index)}
+	s, err := readState(l)
+	if err != nil {
+		return nil, err
+	}
+	if !running(l, Components[0], Components[1], Components[2], "kubelet", "etcd", "crishim") {
+		return nil, errors.New("not every component runs")
+	}
+	n := &Node{l: l, s: s, opts: opts, log: logger(opts), bins: Binaries{Dir: s.Bins, Version: s.Version}, pki: pki{dir: l.path("pki")}, Reused: true}
+	if err := n.fill(); err != nil {
+		return nil, err
+	}
+	if err := n.WaitReady(ctx, 10*time.Second); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func logger(opts Options) *slog.Logger {
+	if opts.Log != nil {
+		return opts.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Start builds (or finds cached) binaries, sweeps node opts.Index, and brings everything
+// up: containerd, crishim, etcd, apiserver, controller-manager, scheduler, kubelet. It
+// returns once the node is Ready and the default service account exists.
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	log := logger(opts)
+	bins, err := EnsureBinaries(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	l := layout{Dir(opts.Index)}
+	if err := Clean(opts.Index); err != nil {
+		return nil, fmt.Errorf("sweep node %d: %w", opts.Index, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	n := &Node{l: l, opts: opts, log: log, bins: bins}
+	if err := n.start(ctx); err != nil {
+		return nil, fmt.Errorf("start node %d: %w", opts.Index, err)
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	l := n.l
+	for _, d := range []string{l.dir, l.path("logs"), l.path("kubelet"), l.path("pod-logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	n.s = state{
+		Index:              n.opts.Index,
+		Name:               "crishim-node-" + strconv.Itoa(n.opts.Index),
+		NodeIP:             nodeIP(n.opts.Index),
+		Iface:              nodeIface(n.opts.Index),
+		CgroupRoot:         "/crishim-node-" + strconv.Itoa(n.opts.Index),
+		CrishimSock:        l.path("crishim.sock"),
+		CrishimMetrics:     "127.0.0.1:" + strconv.Itoa(ports[0]),
+		CrishimArgs:        n.opts.CrishimArgs,
+		EtcdAddr:           "127.0.0.1:" + strconv.Itoa(ports[1]),
+		EtcdPeerAddr:       "127.0.0.1:" + strconv.Itoa(ports[2]),
+		APIServerPort:      ports[3],
+		KubeletPort:        ports[4],
+		KubeletHealthzPort: ports[5],
+		Kubeconfig:         l.path("admin.kubeconfig"),
+		Version:            n.bins.Version,
+		Bins:               n.bins.Dir,
+	}
+	// Record the names first: a start that fails half-way is swept by them.
+	if err := writeState(l, n.s); err != nil {
+		return err
+	}
+	if err := addDummy(ctx, n.s.Iface, n.s.NodeIP); err != nil {
+		return err
+	}
+	if err := createCgroupRoot(n.s.CgroupRoot); err != nil {
+		return err
+	}
+
+	n.log.Info("starting the private containerd")
+	cd, err := harness.Start(ctx, harness.Options{Detach: true, Owner: l.dir})
+	if err != nil {
+		return err
+	}
+	n.cd, n.s.SlotDir, n.s.ContainerdEndpoint = cd, cd.Dir, cd.Endpoint
+	if err := writeState(l, n.s); err != nil {
+		return err
+	}
+	if err := n.tagBusybox(ctx); err != nil {
+		return err
+	}
+	n.log.Info("starting crishim", "socket", n.s.CrishimSock)
+	if err := n.startCrishim(); err != nil {
+		return err
+	}
+	if err := n.writePKI(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.path("resolv.conf"), []byte("# no DNS on the test node\n"), 0o644); err != nil {
+		return err
+	}
+	if err := writeKubeletConfig(l, n.s, n.pki, "unix://"+n.s.CrishimSock); err != nil {
+		return err
+	}
+
+	n.log.Info("starting etcd and kube-apiserver")
+	if err := startDaemon(l, n.bins.Path("etcd"), etcdArgs(l, n.s)); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, n.s.EtcdAddr); err != nil {
+		return fmt.Errorf("etcd: %w\n%s", err, logTail(l, "etcd"))
+	}
+	if err := startDaemon(l, n.bins.Path("kube-apiserver"), apiserverArgs(l, n.s, n.pki)); err != nil {
+		return err
+	}
+	if err := n.fill(); err != nil {
+		return err
+	}
+	if err := n.waitAPIServer(ctx); err != nil {
+		return err
+	}
+	n.log.Info("starting kube-controller-manager, kube-scheduler and kubelet")
+	if err := startDaemon(l, n.bins.Path("kube-controller-manager"), controllerManagerArgs(l, n.pki)); err != nil {
+		return err
+	}
+	if err := startDaemon(l, n.bins.Path("kube-scheduler"), schedulerArgs(l)); err != nil {
+		return err
+	}
+	if err := startDaemon(l, n.bins.Path("kubelet"), kubeletArgs(l, n.s)); err != nil {
+		return err
+	}
+	if err := n.waitKubeletHealthy(ctx); err != nil {
+		return err
+	}
+	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	return n.waitServiceAccount(ctx)
+}
+
+// fill derives the exported fields and the client from the state.
+func (n *Node) fill() error {
+	n.Dir, n.Name, n.IP, n.Kubeconfig = n.l.dir, n.s.Name, n.s.NodeIP, n.s.Kubeconfig
+	n.CrishimSock, n.CrishimMetrics, n.Version = n.s.CrishimSock, "http://"+n.s.CrishimMetrics, n.s.Version
+	cfg, err := clientcmd.BuildConfigFromFlags("", n.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", n.Kubeconfig, err)
+	}
+	n.Clientset, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+func (n *Node) writePKI() error {
+	p, err := newPKI(n.l.path("pki"))
+	if err != nil {
+		return err
+	}
+	n.pki = p
+	server := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort)
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.s.NodeIP), net.ParseIP("10.96.0.1")}
+	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if _, err := p.issue("apiserver", "kube-apiserver", nil, ips, dns); err != nil {
+		return err
+	}
+	if _, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil); err != nil {
+		return err
+	}
+	if _, err := p.serviceAccountKeys(); err != nil {
+		return err
+	}
+	// Each client authenticates as the user the default RBAC policy expects of it.
+	for _, c := range []struct{ file, cn, group string }{
+		{"admin", "crishim-node-admin", "system:masters"},
+		{"controller-manager", "system:kube-controller-manager", ""},
+		{"scheduler", "system:kube-scheduler", ""},
+		{"kubelet", "system:node:" + n.s.Name, "system:nodes"},
+	} {
+		var groups []string
+		if c.group != "" {
+			groups = []string{c.group}
+		}
+		kp, err := p.issue(c.file, c.cn, groups, nil, nil)
+		if err != nil {
+			return err
+		}
+		if err := p.kubeconfig(n.l.path(c.file+".kubeconfig"), server, kp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tagBusybox gives the bed's busybox the name pods ask for.
+func (n *Node) tagBusybox(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.cd.Socket, "--namespace", n.cd.Namespace,
+		"images", "tag", "--force", n.cd.BusyboxImage, BusyboxLatest).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images tag %s: %w: %s", BusyboxLatest, err, out)
+	}
+	return nil
+}
+
+func (n *Node) startCrishim() error {
+	args := append([]string{
+		"--containerd-address", n.cd.Socket,
+		"--metrics-address", n.s.CrishimMetrics,
+	}, n.s.CrishimArgs...)
+	p, err := crishimproc.Start(crishimproc.Options{
+		Binary:          n.opts.Crishim,
+		Socket:          n.s.CrishimSock,
+		RuntimeEndpoint: n.s.ContainerdEndpoint,
+		LogPath:         n.l.logFile("crishim"),
+		Args:            args,
+		Detach:          true,
+	})
+	if err != nil {
+		return err
+	}
+	n.crish = p
+	return nil
+}
+
+func (n *Node) waitAPIServer(ctx context.Context) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
+	url := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort) + "/readyz"
+	err := harness.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
+		if !running(n.l, "kube-apiserver") {
+			return errors.New("kube-apiserver exited")
+		}
+		// /readyz needs no credentials by default (system:public-info-viewer).
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver: %w\n%s", err, logTail(n.l, "kube-apiserver"))
+	}
+	return nil
+}
+
+// WaitReady waits until the Node object says Ready.
+func (n *Node) WaitReady(ctx context.Context, timeout time.Duration) error {
+	err := harness.Poll(ctx, timeout, func(ctx context.Context) error {
+		node, err := n.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				if c.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("node %s Ready=%s: %s", n.Name, c.Status, c.Message)
+			}
+		}
+		return fmt.Errorf("node %s has no Ready condition yet", n.Name)
+	})
+	if err != nil {
+		return fmt.Errorf("%w\nkubelet log:\n%s", err, logTail(n.l, "kubelet"))
+	}
+	return nil
+}
+
+// waitServiceAccount waits for the controller-manager to create the default service
+// account, without which the apiserver admits no pod.
+func (n *Node) waitServiceAccount(ctx context.Context) error {
+	err := harness.Poll(ctx, time.Minute, func(ctx context.Context) error {
+		_, err := n.Clientset.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errors.New("no default service account yet")
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w\ncontroller-manager log:\n%s", err, logTail(n.l, "kube-controller-manager"))
+	}
+	return nil
+}
+
+// Kubectl runs kubectl against the node and returns its stdout; on failure the error holds
+// stderr.
+func (n *Node) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, n.bins.Path("kubectl"), append([]string{"--kubeconfig", n.Kubeconfig}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("kubectl %v: %w: %s", args, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// KubectlPath is the kubectl binary, for tests that drive it themselves.
+func (n *Node) KubectlPath() string { return n.bins.Path("kubectl") }
+
+// Lines are what `make node` prints: how other tools find the node.
+func (n *Node) Lines() []string {
+	return []string{"KUBECONFIG=" + n.Kubeconfig, "CRISHIM_SOCK=" + n.CrishimSock, "CRISHIM_METRICS=" + n.CrishimMetrics}
+}
+
+// Stop tears the node down; see Clean.
+func (n *Node) Stop() error { return Clean(n.s.Index) }
+
+// Clean tears node index down, whoever started it: the kubelet first (so it recreates
+// nothing), the control plane and crishim, then the private containerd with its pods
+// (harness teardown), the kubelet's mounts and cgroups, the dummy interface and the files.
+// A node that is not there is no error.
+func Clean(index int) error {
+	l := layout{Dir(index)}
+	s, serr := readState(l)
+	if serr != nil && !errors.Is(serr, os.ErrNotExist) {
+		// Unreadable state: sweep what can be found by the directory alone.
+		s = state{Index: index}
+	}
+	if s.Iface == "" {
+		s.Iface, s.CgroupRoot = nodeIface(index), "/crishim-node-"+strconv.Itoa(index)
+	}
+	var errs []error
+	if err := stopDaemons(l, "kubelet", 10*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := stopDaemons(l, "", 10*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if s.SlotDir != "" {
+		if _, err := os.Stat(s.SlotDir); err == nil {
+			if err := harness.Teardown(s.SlotDir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := harness.UnmountUnder(l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroupTree(s.CgroupRoot); err != nil {
+		errs = append(errs, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deleteLink(ctx, s.Iface); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(l.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func waitTCP(ctx context.Context, addr string) error {
+	return harness.Poll(ctx, 30*time.Second, func(ctx context.Context) error {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+}
+
+// freePorts asks the kernel for n free loopback ports. They are free when returned; the
+// components bind them moments later, which is good enough for a test bed of its own.
+func freePorts(k int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

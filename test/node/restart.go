@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/crishim/crishim/test/harness"
+)
+
+// These change a running node under its kubelet, for the tests that prove what survives.
+
+// RestartCrishim stops crishim (SIGKILL when kill is set, as after a crash; SIGTERM
+// otherwise) and starts it again on the same socket and metrics address with args as its
+// extra flags.
+func (n *Node) RestartCrishim(ctx context.Context, kill bool, args ...string) error {
+	if kill {
+		if left := harness.Kill(daemonsOf(n.l, "crishim")); len(left) > 0 {
+			return fmt.Errorf("crishim %v survived SIGKILL", left)
+		}
+	} else if err := stopDaemons(n.l, "crishim", 10*time.Second); err != nil {
+		return err
+	}
+	n.s.CrishimArgs = args
+	if err := n.startCrishim(); err != nil {
+		return err
+	}
+	return writeState(n.l, n.s)
+}
+
+// CrishimLog is what crishim has logged since it was last started.
+func (n *Node) CrishimLog() string {
+	if n.crish == nil {
+		return logTail(n.l, "crishim")
+	}
+	return n.crish.Log()
+}
+
+// RestartContainerd kills the private containerd (its shims and containers survive) and
+// starts it again. Only a node started by this process can.
+func (n *Node) RestartContainerd(ctx context.Context) error {
+	if n.cd == nil {
+		return errors.New("containerd of a reused node cannot be restarted from here")
+	}
+	return n.cd.Restart(ctx)
+}
+
+// ContainerdEndpoint is the private containerd's own CRI endpoint.
+func (n *Node) ContainerdEndpoint() string { return n.s.ContainerdEndpoint }
+
+// PointKubelet restarts the kubelet with containerRuntimeEndpoint set to endpoint (crishim's
+// socket, or containerd's for a comparison) and waits until the node is Ready again.
+func (n *Node) PointKubelet(ctx context.Context, endpoint string) error {
+	if err := stopDaemons(n.l, "kubelet", 10*time.Second); err != nil {
+		return err
+	}
+	if err := writeKubeletConfig(n.l, n.s, n.pki, endpoint); err != nil {
+		return err
+	}
+	if err := startDaemon(n.l, n.bins.Path("kubelet"), kubeletArgs(n.l, n.s)); err != nil {
+		return err
+	}
+	// The Node object stays Ready for a while after its kubelet stopped, so wait for the new
+	// kubelet's own health first.
+	if err := n.waitKubeletHealthy(ctx); err != nil {
+		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
+	}
+	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
+		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+func (n *Node) waitKubeletHealthy(ctx context.Context) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(n.s.KubeletHealthzPort) + "/healthz"
+	err := harness.Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+		if !running(n.l, "kubelet") {
+			return errors.New("kubelet exited")
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\nkubelet log:\n%s", err, logTail(n.l, "kubelet"))
+	}
+	return nil
+}
+
+// CrishimEndpoint is crishim's socket as a CRI endpoint.
+func (n *Node) CrishimEndpoint() string { return "unix://" + n.s.CrishimSock }
