@@ -59,9 +59,10 @@ func LockFile(ctx context.Context, path string) (unlock func(), err error) {
 // UnmountUnder unmounts every mount point under dir, deepest first.
 func UnmountUnder(dir string) error { return unmountUnder(dir) }
 
-// Poll calls f until it succeeds, ctx ends or timeout passes, and returns f's last error.
-func Poll(ctx context.Context, timeout time.Duration, f func(context.Context) error) error {
-	return poll(ctx, timeout, f)
+// Poll calls f until it succeeds, ctx ends, timeout passes or f fails with one of the fatal
+// errors, and returns f's last error.
+func Poll(ctx context.Context, timeout time.Duration, f func(context.Context) error, fatal ...error) error {
+	return poll(ctx, timeout, f, fatal...)
 }
 
 // Tail is the last n bytes of b, for error messages quoting a log.

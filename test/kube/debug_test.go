@@ -1,9 +1,13 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -18,13 +22,18 @@ func TestKubectlDebugTarget(t *testing.T) {
 			if mode != "native" {
 				restartCrishim(t, "--pid-target-mode="+mode)
 			}
+			sample := fmt.Sprintf(`crishim_pid_target_requests_total{call="start",code="OK",mode=%q}`, mode)
+			before := metric(t, sample)
 			pod := uniqueName("debug-" + mode)
 			apply(t, podManifest(pod, "", "", "app", "exec sleep 3601"))
 			waitReady(t, pod)
-			out, errOut, code := kubectlEnv(t, nil, "ps\nexit\n", "debug", "-i", pod,
+			out, err := interact(t, "sleep 3601", "ps", "debug", "-i", pod,
 				"--image="+busybox, "--image-pull-policy=IfNotPresent", "--target=app", "--container=dbg", "--", "sh")
-			if code != 0 || !strings.Contains(out, "sleep 3601") {
-				t.Errorf("kubectl debug --target=app: exit %d; ps does not show the app's sleep 3601\nstdout: %s\nstderr: %s", code, out, errOut)
+			if err != nil {
+				t.Errorf("kubectl debug -i --target=app, typing ps: %v\n%s", err, out)
+			}
+			if after := metric(t, sample); after != before+1 {
+				t.Errorf("%s went %v -> %v: the debug container was not started through crishim in %s mode", sample, before, after, mode)
 			}
 		})
 	}
@@ -58,6 +67,57 @@ func TestKubectlDebugTarget(t *testing.T) {
 			return fmt.Errorf("no status for ephemeral container bad yet")
 		})
 	})
+}
+
+// interact runs kubectl with a shell on the other end, types line, waits for want in the
+// output, then types exit, as a person at the prompt would: typing ahead and closing stdin at
+// once can end the shell before its output has come back through attach.
+func interact(t *testing.T, want, line string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testNode.KubectlPath(), append([]string{"--kubeconfig", testNode.Kubeconfig}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() { _ = cmd.Wait() }()
+	defer stdin.Close()
+	if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+		return out.String(), err
+	}
+	for !strings.Contains(out.String(), want) {
+		select {
+		case <-ctx.Done():
+			return out.String(), fmt.Errorf("%q never appeared in the output", want)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	_, _ = io.WriteString(stdin, "exit\n")
+	return out.String(), nil
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // restartCrishim restarts the node's crishim with extra flags, and with the defaults again

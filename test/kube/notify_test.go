@@ -2,10 +2,10 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -25,8 +25,18 @@ func TestNotifiersOnTheNode(t *testing.T) {
 		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "crishimctl"), "--endpoint", testNode.CrishimEndpoint(),
 			"notify", "--selector", "app="+pod, "-o", "json", name).CombinedOutput()
 		cancel()
-		if err != nil || !strings.Contains(string(out), `"succeeded": true`) && !strings.Contains(string(out), `"succeeded":true`) {
-			t.Errorf("crishimctl notify --selector app=%s %s: %v\n%s", pod, name, err, out)
+		var resp struct {
+			Pods []struct {
+				PodName    string `json:"podName"`
+				Containers []struct {
+					ContainerName string `json:"containerName"`
+					Succeeded     bool   `json:"succeeded"`
+				} `json:"containers"`
+			} `json:"pods"`
+		}
+		if err != nil || json.Unmarshal(out, &resp) != nil || len(resp.Pods) != 1 || resp.Pods[0].PodName != pod ||
+			len(resp.Pods[0].Containers) != 1 || !resp.Pods[0].Containers[0].Succeeded {
+			t.Errorf("crishimctl notify --selector app=%s -o json %s: %v\n%s", pod, name, err, out)
 		}
 	}
 	eventually(t, 30*time.Second, func() error {

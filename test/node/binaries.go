@@ -65,10 +65,10 @@ func buildKey(dir string) (version, key string, err error) {
 			}
 		}
 	}
-	fmt.Fprintln(h, runtime.Version())
 	if version == "" {
 		return "", "", fmt.Errorf("kubebuild/go.mod requires no k8s.io/kubernetes version")
 	}
+	fmt.Fprintln(h, runtime.Version(), ldflags(version))
 	return version, version + "-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
@@ -108,7 +108,7 @@ func EnsureBinaries(ctx context.Context, log *slog.Logger) (Binaries, error) {
 	}
 	log.Info("building Kubernetes binaries (cold: many minutes; cached after)", "version", b.Version, "into", b.Dir)
 	start := time.Now()
-	if err := build(ctx, src, b.Dir); err != nil {
+	if err := build(ctx, src, b.Dir, b.Version); err != nil {
 		return Binaries{}, err
 	}
 	log.Info("built Kubernetes binaries", "version", b.Version, "took", time.Since(start).Round(time.Second))
@@ -126,7 +126,18 @@ func (b Binaries) complete() bool {
 	return true
 }
 
-func build(ctx context.Context, src, dst string) error {
+// ldflags stamps the release into the binaries as the Kubernetes build does (without it they
+// call themselves v0.0.0-master, and kubectl version and the node's kubeletVersion say so);
+// -s -w because nobody debugs these binaries and they link faster without symbol tables.
+func ldflags(version string) string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	const pkg = "k8s.io/component-base/version"
+	return fmt.Sprintf("-s -w -X %[1]s.gitVersion=%[2]s -X %[1]s.gitMajor=%[3]s -X %[1]s.gitMinor=%[4]s -X %[1]s.gitTreeState=clean -X %[1]s.buildDate=1970-01-01T00:00:00Z",
+		pkg, version, major, minor)
+}
+
+func build(ctx context.Context, src, dst, version string) error {
 	tmp := dst + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("clear %s: %w", tmp, err)
@@ -139,9 +150,8 @@ func build(ctx context.Context, src, dst string) error {
 		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	// One go build for all of them, so shared packages compile once. CGO off as in the
-	// Kubernetes release builds; -s -w because nobody debugs these binaries and they link
-	// faster without symbol tables.
-	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/"}, pkgs...)
+	// Kubernetes release builds.
+	args := append([]string{"build", "-trimpath", "-ldflags=" + ldflags(version), "-o", tmp + "/"}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
@@ -153,5 +163,17 @@ func build(ctx context.Context, src, dst string) error {
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("install binaries: %w", err)
 	}
+	pruneOtherBuilds(dst)
 	return nil
+}
+
+// pruneOtherBuilds removes the cached builds of other keys (half a GiB each); a node still
+// running from one keeps its open binaries until it stops.
+func pruneOtherBuilds(keep string) {
+	dirs, _ := filepath.Glob(filepath.Join(binCacheDir, "v*"))
+	for _, d := range dirs {
+		if d != keep {
+			_ = os.RemoveAll(d)
+		}
+	}
 }

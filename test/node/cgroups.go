@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 const cgroupMount = "/sys/fs/cgroup"
@@ -23,9 +22,9 @@ func cgroupDirs(name string) []string {
 	}
 	var dirs []string
 	for _, e := range entries {
-		// Skip the named and unified hierarchies a v1 host may also mount: the kubelet
-		// creates its cgroups in the controllers' hierarchies only.
-		if !e.IsDir() || e.Name() == "unified" || e.Name() == "systemd" || strings.Contains(e.Name(), ",") {
+		// The kubelet wants its cgroups in every v1 hierarchy, the named systemd one too, but
+		// not in the v2 tree a hybrid host mounts beside them.
+		if !e.IsDir() || e.Name() == "unified" {
 			continue
 		}
 		dirs = append(dirs, filepath.Join(cgroupMount, e.Name(), name))

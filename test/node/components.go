@@ -37,6 +37,9 @@ func apiserverArgs(l layout, s state, p pki) []string {
 		"--tls-cert-file", p.path("apiserver.crt"),
 		"--tls-private-key-file", p.path("apiserver.key"),
 		"--client-ca-file", p.CA(),
+		// The node IP only: the default tries the node's hostname first, which would send a
+		// DNS query off the machine.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--kubelet-client-certificate", p.path("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key", p.path("apiserver-kubelet-client.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
@@ -57,6 +60,10 @@ func controllerManagerArgs(l layout, p pki) []string {
 		"--bind-address", "127.0.0.1",
 		"--secure-port", "0",
 		"--leader-elect=false",
+		// Each controller acts as its own service account, with the roles the default RBAC
+		// policy gives it (as kubeadm runs it); the controller-manager's own user may only
+		// mint their tokens.
+		"--use-service-account-credentials",
 		"--service-account-private-key-file", p.path("sa.key"),
 		"--root-ca-file", p.CA(),
 		"--cluster-name", "crishim-node",

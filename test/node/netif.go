@@ -8,16 +8,18 @@ import (
 	"strings"
 )
 
-// The kubelet refuses a loopback node IP, so each node gets an address on a dummy interface
-// the bed adds and removes: traffic to it never leaves the machine. Node n uses
-// crishimnode<n> and 10.244.199.<n+1>, beside the harness slots' 10.244.200+ pod subnets.
+// The kubelet refuses a loopback node IP, so each node gets an address on an interface the
+// bed adds and removes: traffic to it never leaves the machine. Node n uses crishimnode<n>
+// and 10.244.199.<n+1>, beside the harness slots' 10.244.200+ pod subnets. The interface is
+// a bridge with no ports rather than a dummy: test machines' kernels may lack the dummy
+// driver, but the bridge driver is there wherever CNI's bridge plugin works.
 func nodeIface(index int) string { return fmt.Sprintf("crishimnode%d", index) }
 func nodeIP(index int) string    { return fmt.Sprintf("10.244.199.%d", index+1) }
 
-func addDummy(ctx context.Context, iface, addr string) error {
+func addNodeIface(ctx context.Context, iface, addr string) error {
 	_ = deleteLink(ctx, iface) // a leftover of an interrupted run
 	for _, args := range [][]string{
-		{"link", "add", iface, "type", "dummy"},
+		{"link", "add", iface, "type", "bridge"},
 		{"addr", "add", addr + "/32", "dev", iface},
 		{"link", "set", iface, "up"},
 	} {

@@ -158,7 +158,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := writeState(l, n.s); err != nil {
 		return err
 	}
-	if err := addDummy(ctx, n.s.Iface, n.s.NodeIP); err != nil {
+	if err := addNodeIface(ctx, n.s.Iface, n.s.NodeIP); err != nil {
 		return err
 	}
 	if err := createCgroupRoot(n.s.CgroupRoot); err != nil {
@@ -313,7 +313,7 @@ func (n *Node) waitAPIServer(ctx context.Context) error {
 	url := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort) + "/readyz"
 	err := harness.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
 		if !running(n.l, "kube-apiserver") {
-			return errors.New("kube-apiserver exited")
+			return errExited
 		}
 		// /readyz needs no credentials by default (system:public-info-viewer).
 		resp, err := client.Get(url)
@@ -325,7 +325,7 @@ func (n *Node) waitAPIServer(ctx context.Context) error {
 			return fmt.Errorf("%s: %s", url, resp.Status)
 		}
 		return nil
-	})
+	}, errExited)
 	if err != nil {
 		return fmt.Errorf("kube-apiserver: %w\n%s", err, logTail(n.l, "kube-apiserver"))
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,6 +38,9 @@ func startDaemon(l layout, bin string, args []string) error {
 	go func() { _ = cmd.Wait() }()
 	return nil
 }
+
+// errExited stops a wait for a component that is no longer running.
+var errExited = errors.New("exited")
 
 // daemonsOf returns the pids of the node's processes named name (all of them if name is "").
 func daemonsOf(l layout, name string) []int {

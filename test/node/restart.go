@@ -78,7 +78,7 @@ func (n *Node) waitKubeletHealthy(ctx context.Context) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(n.s.KubeletHealthzPort) + "/healthz"
 	err := harness.Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
 		if !running(n.l, "kubelet") {
-			return errors.New("kubelet exited")
+			return errExited
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -93,7 +93,7 @@ func (n *Node) waitKubeletHealthy(ctx context.Context) error {
 			return fmt.Errorf("%s: %s", url, resp.Status)
 		}
 		return nil
-	})
+	}, errExited)
 	if err != nil {
 		return fmt.Errorf("%w\nkubelet log:\n%s", err, logTail(n.l, "kubelet"))
 	}
