@@ -100,7 +100,7 @@ func kubeletArgs(l layout, s state) []string {
 //     (make node and a test run) must not share /kubepods.
 //   - failCgroupV1 false: test machines may still be on cgroup v1.
 //   - address and ports: the node IP and free ports, so beds never collide.
-//   - podLogsDirectory: under the bed, not /var/log/pods.
+//   - podLogsDir: under the bed, not /var/log/pods.
 //   - eviction at tiny thresholds: a nearly full test disk must not evict the pods under test.
 func kubeletConfig(l layout, s state, p pki, endpoint string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -124,7 +124,7 @@ authentication:
     clientCAFile: %s
 authorization:
   mode: Webhook
-podLogsDirectory: %s
+podLogsDir: %s
 resolvConf: %s
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -428,6 +429,9 @@ func Clean(index int) error {
 	if err := harness.UnmountUnder(l.dir); err != nil {
 		errs = append(errs, err)
 	}
+	if err := removeLogLinks(l.path("pod-logs")); err != nil {
+		errs = append(errs, err)
+	}
 	if err := removeCgroupTree(s.CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
@@ -439,6 +443,27 @@ func Clean(index int) error {
 	if len(errs) == 0 {
 		if err := os.RemoveAll(l.dir); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// containerLogLinks is where the kubelet links every container's log, whatever its
+// podLogsDir; the links of a node's pods would dangle once the node is gone.
+const containerLogLinks = "/var/log/containers"
+
+func removeLogLinks(podLogs string) error {
+	entries, err := os.ReadDir(containerLogLinks)
+	if err != nil {
+		return nil // no links at all
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(containerLogLinks, e.Name())
+		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, podLogs+"/") {
+			if err := os.Remove(p); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
