@@ -31,7 +31,7 @@ spec:
 // starts one and removes it at the end.
 func showKube(ctx context.Context, crishimBin string) error {
 	say("A real Kubernetes node: kubelet -> crishim -> containerd, driven with kubectl")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	start := time.Now()
 	n, err := node.Up(ctx, node.Options{Index: 0, Crishim: crishimBin, Log: log})
 	if err != nil {

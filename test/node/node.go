@@ -193,32 +193,34 @@ func (n *Node) start(ctx context.Context) error {
 	}
 
 	n.log.Info("starting etcd and kube-apiserver")
-	if err := startDaemon(l, n.bins.Path("etcd"), etcdArgs(l, n.s)); err != nil {
+	if _, err := startDaemon(l, n.bins.Path("etcd"), etcdArgs(l, n.s)); err != nil {
 		return err
 	}
 	if err := waitTCP(ctx, n.s.EtcdAddr); err != nil {
 		return fmt.Errorf("etcd: %w\n%s", err, logTail(l, "etcd"))
 	}
-	if err := startDaemon(l, n.bins.Path("kube-apiserver"), apiserverArgs(l, n.s, n.pki)); err != nil {
+	apiserver, err := startDaemon(l, n.bins.Path("kube-apiserver"), apiserverArgs(l, n.s, n.pki))
+	if err != nil {
 		return err
 	}
 	if err := n.fill(); err != nil {
 		return err
 	}
-	if err := n.waitAPIServer(ctx); err != nil {
+	if err := n.waitAPIServer(ctx, apiserver); err != nil {
 		return err
 	}
 	n.log.Info("starting kube-controller-manager, kube-scheduler and kubelet")
-	if err := startDaemon(l, n.bins.Path("kube-controller-manager"), controllerManagerArgs(l, n.pki)); err != nil {
+	if _, err := startDaemon(l, n.bins.Path("kube-controller-manager"), controllerManagerArgs(l, n.pki)); err != nil {
 		return err
 	}
-	if err := startDaemon(l, n.bins.Path("kube-scheduler"), schedulerArgs(l)); err != nil {
+	if _, err := startDaemon(l, n.bins.Path("kube-scheduler"), schedulerArgs(l)); err != nil {
 		return err
 	}
-	if err := startDaemon(l, n.bins.Path("kubelet"), kubeletArgs(l, n.s)); err != nil {
+	kubelet, err := startDaemon(l, n.bins.Path("kubelet"), kubeletArgs(l, n.s))
+	if err != nil {
 		return err
 	}
-	if err := n.waitKubeletHealthy(ctx); err != nil {
+	if err := n.waitKubeletHealthy(ctx, kubelet); err != nil {
 		return err
 	}
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
@@ -309,11 +311,11 @@ func (n *Node) startCrishim() error {
 	return nil
 }
 
-func (n *Node) waitAPIServer(ctx context.Context) error {
+func (n *Node) waitAPIServer(ctx context.Context, exited <-chan struct{}) error {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
 	url := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort) + "/readyz"
 	err := harness.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
-		if !running(n.l, "kube-apiserver") {
+		if hasExited(exited) {
 			return errExited
 		}
 		// /readyz needs no credentials by default (system:public-info-viewer).

@@ -16,15 +16,18 @@ import (
 // startDaemon starts bin in its own session with output appended to the node's log for
 // name. It outlives this process (`make node` leaves the node running); whoever tears the
 // node down finds it by the node directory in its flags. While this process lives it reaps
-// the daemon, so a stopped one leaves no zombie.
-func startDaemon(l layout, bin string, args []string) error {
+// the daemon, so a stopped one leaves no zombie; the returned channel closes when it exits.
+// (Right after it starts, its /proc cmdline may still be empty: the kernel closes the exec
+// pipe Start waits on before it sets up the new argv. So its starter watches this channel
+// rather than looking for it by its flags.)
+func startDaemon(l layout, bin string, args []string) (exited <-chan struct{}, err error) {
 	name := filepath.Base(bin)
 	if err := os.MkdirAll(l.path("logs"), 0o755); err != nil {
-		return fmt.Errorf("create log dir: %w", err)
+		return nil, fmt.Errorf("create log dir: %w", err)
 	}
 	log, err := os.OpenFile(l.logFile(name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("open %s log: %w", name, err)
+		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	defer log.Close() // the child has its own copy
 	cmd := exec.Command(bin, args...)
@@ -33,10 +36,24 @@ func startDaemon(l layout, bin string, args []string) error {
 	cmd.Env = append(os.Environ(), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait() }()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	return done, nil
+}
+
+// hasExited reports whether a daemon whose exit channel is done has exited.
+func hasExited(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // errExited stops a wait for a component that is no longer running.

@@ -60,12 +60,13 @@ func (n *Node) PointKubelet(ctx context.Context, endpoint string) error {
 	if err := writeKubeletConfig(n.l, n.s, n.pki, endpoint); err != nil {
 		return err
 	}
-	if err := startDaemon(n.l, n.bins.Path("kubelet"), kubeletArgs(n.l, n.s)); err != nil {
+	kubelet, err := startDaemon(n.l, n.bins.Path("kubelet"), kubeletArgs(n.l, n.s))
+	if err != nil {
 		return err
 	}
 	// The Node object stays Ready for a while after its kubelet stopped, so wait for the new
 	// kubelet's own health first.
-	if err := n.waitKubeletHealthy(ctx); err != nil {
+	if err := n.waitKubeletHealthy(ctx, kubelet); err != nil {
 		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
 	}
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
@@ -74,10 +75,10 @@ func (n *Node) PointKubelet(ctx context.Context, endpoint string) error {
 	return nil
 }
 
-func (n *Node) waitKubeletHealthy(ctx context.Context) error {
+func (n *Node) waitKubeletHealthy(ctx context.Context, exited <-chan struct{}) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(n.s.KubeletHealthzPort) + "/healthz"
 	err := harness.Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
-		if !running(n.l, "kubelet") {
+		if hasExited(exited) {
 			return errExited
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
