@@ -62,6 +62,9 @@ func (b *Backend) forward(ss grpc.ServerStream, rw map[string]Rewrite) error {
 	if !ok {
 		return status.Error(codes.Internal, "crishim: no method name on stream")
 	}
+	if msg := refusedMethod(method); msg != "" {
+		return status.Error(codes.Unimplemented, msg)
+	}
 	conn := b.connFor(method)
 	ctx := ss.Context()
 	if md, ok := metadata.FromIncomingContext(ctx); ok {

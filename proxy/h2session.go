@@ -298,6 +298,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
+	if msg := refusedMethod(path); msg != "" {
+		s.answer(id, path, routeRuntime, end, codes.Unimplemented, msg)
+		return nil
+	}
 	rt := s.r.router.route(path)
 	up, err := s.upstream(rt)
 	if err != nil {

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// criPackage is the one CRI version crishim serves and checks.
+const criPackage = "runtime.v1"
+
+// refusedMethod says why a call is refused before it is routed, or "" to
+// route it. Routing matches :path exactly, so the spellings a runtime's
+// gRPC server would still dispatch to an intercepted method must not reach
+// it: a path without its leading slash (older grpc-go, containerd 1.6's,
+// drops the slash only if it is there) and another CRI version of
+// the same services (containerd 1.6 serves v1alpha2), either of which would
+// skip crishim's checks. Any other path the runtime dispatches by the same
+// exact match as crishim's router, so relaying it as it came is safe.
+//
+// It costs a few comparisons and no allocation on the common path.
+func refusedMethod(path string) string {
+	rest, ok := strings.CutPrefix(path, "/")
+	if !ok {
+		return malformedMethod(path)
+	}
+	pos := strings.LastIndexByte(rest, '/')
+	if pos < 0 {
+		return malformedMethod(path)
+	}
+	service := rest[:pos]
+	if !strings.HasPrefix(service, "runtime.") || strings.HasPrefix(service, criPackage+".") {
+		return ""
+	}
+	pkg := service
+	if dot := strings.LastIndexByte(service, '.'); dot > 0 {
+		pkg = service[:dot]
+	}
+	return fmt.Sprintf("crishim serves CRI v1 only (%s); the kubelet has used v1 since Kubernetes 1.26, and %s "+
+		"would bypass crishim's checks: method %q", criPackage, pkg, path)
+}
+
+// malformedMethod is grpc-go's answer to a path it cannot split, word for
+// word, so clients see the same status from crishim as from a runtime.
+func malformedMethod(path string) string {
+	return fmt.Sprintf("malformed method name: %q", path)
+}
