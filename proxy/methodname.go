@@ -5,17 +5,18 @@ import (
 	"strings"
 )
 
-// criPackage is the one CRI version crishim serves and checks.
-const criPackage = "runtime.v1"
+// olderCRI starts the packages of the CRI versions before v1 (v1alpha2,
+// which containerd 1.6 still serves, and any alpha before it).
+const olderCRI = "runtime.v1alpha"
 
 // refusedMethod says why a call is refused before it is routed, or "" to
 // route it. Routing matches :path exactly, so the spellings a runtime's
 // gRPC server would still dispatch to an intercepted method must not reach
 // it: a path without its leading slash (older grpc-go, containerd 1.6's,
-// drops the slash only if it is there) and another CRI version of
-// the same services (containerd 1.6 serves v1alpha2), either of which would
-// skip crishim's checks. Any other path the runtime dispatches by the same
-// exact match as crishim's router, so relaying it as it came is safe.
+// drops the slash only if it is there) and an older CRI version of the same
+// services, either of which would skip crishim's checks. Any other path the
+// runtime dispatches by the same exact match as crishim's router, so
+// relaying it as it came is safe.
 //
 // It costs a few comparisons and no allocation on the common path.
 func refusedMethod(path string) string {
@@ -28,15 +29,15 @@ func refusedMethod(path string) string {
 		return malformedMethod(path)
 	}
 	service := rest[:pos]
-	if !strings.HasPrefix(service, "runtime.") || strings.HasPrefix(service, criPackage+".") {
+	if !strings.HasPrefix(service, olderCRI) {
 		return ""
 	}
 	pkg := service
 	if dot := strings.LastIndexByte(service, '.'); dot > 0 {
 		pkg = service[:dot]
 	}
-	return fmt.Sprintf("crishim serves CRI v1 only (%s); the kubelet has used v1 since Kubernetes 1.26, and %s "+
-		"would bypass crishim's checks: method %q", criPackage, pkg, path)
+	return fmt.Sprintf("crishim serves CRI v1 only (runtime.v1); the kubelet has used v1 since Kubernetes 1.26, and %s "+
+		"would bypass crishim's checks: method %q", pkg, path)
 }
 
 // malformedMethod is grpc-go's answer to a path it cannot split, word for
