@@ -51,21 +51,7 @@ func (f notFoundRuntime) RemovePodSandbox(_ context.Context, in *runtimeapi.Remo
 // signals native (StopContainer relayed) or emulated (intercepted).
 func startNotFoundShim(t *testing.T, mode string, m *metrics.Idempotent) *Shim {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "runtime.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(gs, notFoundRuntime{newTargetFake()})
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	b, err := proxy.Dial(proxy.BackendOptions{RuntimeEndpoint: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	s := New(b, Options{StopSignalMode: mode, IdempotentMetrics: m})
+	s := New(serveFakeRuntime(t, notFoundRuntime{newTargetFake()}), Options{StopSignalMode: mode, IdempotentMetrics: m})
 	if mode == StopSignalEmulate {
 		s.signals.ctrd = &Containerd{address: "/run/fake-containerd.sock"}
 	}

@@ -92,6 +92,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		StopSignalMode:   cfg.stopSignal.mode,
 		SignalMetrics:    signalMetrics,
 		Streaming:        streams,
+
+		IdempotentMetrics: idempotentMetrics,
 	})
 	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
 	m := metrics.New(version, commit, known)
