@@ -25,6 +25,18 @@ type HTTPServer struct {
 // Listen binds addr now, so a taken port is a startup error, and returns a
 // server whose /readyz answers with ready's verdict.
 func Listen(addr string, m *Metrics, ready func(context.Context) error, log *slog.Logger) (*HTTPServer, error) {
+	return listen(addr, m, ready, log, defaultIdleTimeout)
+}
+
+// maxHeaderBytes bounds a request's headers: scrapers and probes send a
+// few hundred bytes (net/http's default would be 1 MiB).
+const maxHeaderBytes = 16 << 10
+
+// defaultIdleTimeout is longer than the usual scrape intervals (up to a
+// minute), so that a Prometheus keeps its one connection between scrapes.
+const defaultIdleTimeout = 2 * time.Minute
+
+func listen(addr string, m *Metrics, ready func(context.Context) error, log *slog.Logger, idle time.Duration) (*HTTPServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %s: %w", addr, err)
@@ -44,8 +56,16 @@ func Listen(addr string, m *Metrics, ready func(context.Context) error, log *slo
 		fmt.Fprintln(w, "ok")
 	})
 	return &HTTPServer{
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		ln:  ln,
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			// Anyone on the node can connect; idle connections held open
+			// would use up crishim's file descriptors, which the CRI
+			// socket needs too.
+			IdleTimeout:    idle,
+			MaxHeaderBytes: maxHeaderBytes,
+		},
+		ln: ln,
 	}, nil
 }
 

@@ -51,16 +51,19 @@ func MethodNames(descs ...grpc.ServiceDesc) []string {
 // intercepted arrives here and is relayed to the runtime as raw frames, with
 // its metadata and deadline, and the runtime's headers, trailers and status
 // come back unchanged (its messages too, but for the rewrites given).
-func (b *Backend) relayHandler(rw map[string]Rewrite) grpc.StreamHandler {
+func (b *Backend) relayHandler(rw map[string]Rewrite, nf map[string]func(string)) grpc.StreamHandler {
 	return func(_ any, ss grpc.ServerStream) error {
-		return b.forward(ss, rw)
+		return b.forward(ss, rw, nf)
 	}
 }
 
-func (b *Backend) forward(ss grpc.ServerStream, rw map[string]Rewrite) error {
+func (b *Backend) forward(ss grpc.ServerStream, rw map[string]Rewrite, nf map[string]func(string)) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "crishim: no method name on stream")
+	}
+	if msg := refusedMethod(method); msg != "" {
+		return status.Error(codes.Unimplemented, msg)
 	}
 	conn := b.connFor(method)
 	ctx := ss.Context()
@@ -87,6 +90,10 @@ func (b *Backend) forward(ss grpc.ServerStream, rw map[string]Rewrite) error {
 		}
 		ss.SetTrailer(trailer)
 		if err != nil {
+			if fn := nf[method]; fn != nil && status.Code(err) == codes.NotFound {
+				fn(status.Convert(err).Message())
+				return ss.SendMsg(NewFrame(nil))
+			}
 			return err
 		}
 		if fn := rw[method]; fn != nil {

@@ -41,7 +41,7 @@ type relay struct {
 // localBufSize is the in-memory connection's buffer per direction.
 const localBufSize = 1 << 20
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, size int) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -56,11 +56,12 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		},
 	}
 	for _, m := range opts.Intercept {
-		if m.rewrite == nil {
+		if m.handler != nil {
 			r.router.local[m.FullMethod] = true
 		}
 	}
 	r.router.rewrites = rw
+	r.router.notFoundOK = nf
 	for _, svc := range opts.Services {
 		r.router.services[svc.Desc.ServiceName] = true
 	}

@@ -29,6 +29,7 @@ type router struct {
 	local      map[string]bool // intercepted full method names
 	services   map[string]bool // crishim's own services
 	rewrites   map[string]Rewrite
+	notFoundOK map[string]func(string) // NotFoundIsOK
 	splitImage bool
 }
 

@@ -58,6 +58,7 @@ type stream struct {
 	headersSent    bool // response headers went to the client
 	start          time.Time
 	done           func(codes.Code)
+	notFoundOK     func(string) // NotFoundIsOK
 	code           codes.Code
 	msg            string // grpc-message as on the wire
 	over           bool
@@ -298,6 +299,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
+	if msg := refusedMethod(path); msg != "" {
+		s.answer(id, path, routeRuntime, end, codes.Unimplemented, msg)
+		return nil
+	}
 	rt := s.r.router.route(path)
 	up, err := s.upstream(rt)
 	if err != nil {
@@ -318,6 +323,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	st.toClient.init(st, up.c, c, st.uid, id)
 	if fn := s.r.router.rewrites[path]; fn != nil && rt != routeLocal {
 		st.toClient.rewrite = fn
+	}
+	if rt != routeLocal {
+		st.notFoundOK = s.r.router.notFoundOK[path]
 	}
 	s.streams[id] = st
 	up.streams[st.uid] = st

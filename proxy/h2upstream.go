@@ -55,6 +55,11 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		}
 		if f.StreamEnded() {
 			st.code, st.msg = callStatus(f.Fields)
+			if st.notFoundOK != nil && st.code == codes.NotFound && !st.headersSent {
+				st.notFoundOK(decodeGrpcMessage(st.msg))
+				s.answerOK(st)
+				return nil
+			}
 			st.toClient.endWith(f.Fields)
 			s.settle(st)
 			return nil

@@ -16,6 +16,7 @@ type Method struct {
 	FullMethod string
 	handler    grpc.MethodHandler
 	rewrite    Rewrite
+	notFound   func(msg string) // NotFoundIsOK
 }
 
 // Rewrite amends one response message in wire form: it gets the protobuf
@@ -87,7 +88,7 @@ func serviceDescs(methods []Method) ([]*grpc.ServiceDesc, error) {
 			return nil, fmt.Errorf("intercepted method %q given twice", m.FullMethod)
 		}
 		seen[m.FullMethod] = true
-		if m.rewrite != nil {
+		if m.rewrite != nil || m.notFound != nil {
 			continue // relayed, not served
 		}
 		sd := byService[service]

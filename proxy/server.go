@@ -68,10 +68,11 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	if opts.Relay != RelayH2 && opts.Relay != RelayGRPC {
 		return nil, fmt.Errorf("relay %q: want %q or %q", opts.Relay, RelayH2, RelayGRPC)
 	}
-	rw := rewrites(opts.Intercept) // both relays amend these answers
+	// Both relays amend these answers.
+	rw, nf := rewrites(opts.Intercept), notFoundHooks(opts.Intercept)
 	gs := grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
-		grpc.UnknownServiceHandler(backend.relayHandler(rw)),
+		grpc.UnknownServiceHandler(backend.relayHandler(rw, nf)),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
 		grpc.ChainUnaryInterceptor(opts.Unary...),
@@ -89,7 +90,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	srv := &Server{grpc: gs}
 	if opts.Relay == RelayH2 {
-		srv.relay = newRelay(backend, gs, opts, rw, size)
+		srv.relay = newRelay(backend, gs, opts, rw, nf, size)
 	}
 	return srv, nil
 }

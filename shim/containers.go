@@ -27,12 +27,13 @@ func (s *Shim) containerMethods() []proxy.Method {
 	// ContainerStatus is the kubelet's most frequent call: it stays on the
 	// raw relay, with its answer amended; when the runtime is told to handle
 	// stop_signal itself, it and StopContainer are not touched at all.
-	if s.signals.configured != StopSignalNative {
+	stopIntercepted := s.signals.configured != StopSignalNative
+	if stopIntercepted {
 		methods = append(methods,
-			proxy.Unary(stopContainerMethod, s.signals.stop),
+			proxy.Unary(stopContainerMethod, s.stopIdempotent(s.signals.stop)),
 			proxy.RewriteResponse(containerStatusMethod, s.signals.rewriteStatus))
 	}
-	return methods
+	return append(methods, s.idempotentMethods(stopIntercepted)...)
 }
 
 // createContainer records the stop signal (when crishim emulates it), then

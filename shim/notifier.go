@@ -17,6 +17,13 @@ const NotifierAnnotationPrefix = "notifier.crishim.io/"
 // defaultNotifierTimeout applies when the annotation has no timeoutSeconds.
 const defaultNotifierTimeout = time.Second
 
+// maxNotifierTimeoutSeconds bounds timeoutSeconds. A notifier is a nudge
+// (reload, flush, checkpoint) and Notify waits for it, holding the caller's
+// call and a slot of notifyParallel: an hour is far beyond any such action,
+// and keeps the conversion to a time.Duration far from overflowing (from
+// 9223372037 s on it would wrap negative).
+const maxNotifierTimeoutSeconds = 3600
+
 // notifierSpec is the annotation's JSON.
 type notifierSpec struct {
 	Exec           []string `json:"exec,omitempty"`
@@ -104,8 +111,8 @@ func parseNotifier(value string) (notifier, error) {
 	}
 	n.timeout = defaultNotifierTimeout
 	if spec.TimeoutSeconds != nil {
-		if *spec.TimeoutSeconds < 1 {
-			return n, fmt.Errorf("timeoutSeconds: %d, the minimum is 1", *spec.TimeoutSeconds)
+		if s := *spec.TimeoutSeconds; s < 1 || s > maxNotifierTimeoutSeconds {
+			return n, fmt.Errorf("timeoutSeconds: %d is out of range 1..%d", s, maxNotifierTimeoutSeconds)
 		}
 		n.timeout = time.Duration(*spec.TimeoutSeconds) * time.Second
 	}

@@ -25,8 +25,15 @@ func TestParseNotifier(t *testing.T) {
 		{name: "empty exec", value: `{"exec":[]}`, err: "no action"},
 		{name: "both actions", value: `{"exec":["true"],"signal":"SIGHUP"}`, err: "one action"},
 		{name: "unknown signal", value: `{"signal":"SIGFOO"}`, err: "signal:"},
-		{name: "timeout zero", value: `{"signal":"HUP","timeoutSeconds":0}`, err: "minimum is 1"},
-		{name: "timeout negative", value: `{"signal":"HUP","timeoutSeconds":-3}`, err: "minimum is 1"},
+		{name: "timeout zero", value: `{"signal":"HUP","timeoutSeconds":0}`, err: "timeoutSeconds: 0 is out of range 1..3600"},
+		{name: "timeout negative", value: `{"signal":"HUP","timeoutSeconds":-3}`, err: "out of range 1..3600"},
+		{name: "timeout at the maximum", value: `{"signal":"HUP","timeoutSeconds":3600}`, action: "signal", timeout: time.Hour},
+		{name: "timeout above the maximum", value: `{"signal":"HUP","timeoutSeconds":3601}`, err: "timeoutSeconds: 3601 is out of range 1..3600"},
+		// 9223372037 s is more than time.Duration holds: it wrapped negative.
+		{name: "timeout overflowing a duration", value: `{"signal":"HUP","timeoutSeconds":9223372037}`, err: "timeoutSeconds: 9223372037 is out of range"},
+		{name: "timeout the largest int64", value: `{"signal":"HUP","timeoutSeconds":9223372036854775807}`, err: "out of range"},
+		{name: "timeout beyond int64", value: `{"signal":"HUP","timeoutSeconds":9223372036854775808}`, err: "timeoutSeconds"},
+		{name: "timeout fractional", value: `{"signal":"HUP","timeoutSeconds":1.5}`, err: "timeoutSeconds"},
 		{name: "probe without command", value: `{"signal":"HUP","probe":{}}`, err: "probe: no exec"},
 		{name: "two values", value: `{"signal":"HUP"} {"signal":"HUP"}`, err: "more than one"},
 	}

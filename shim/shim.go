@@ -26,6 +26,8 @@ type Options struct {
 	SignalMetrics  *metrics.Signals // nil counts nothing
 
 	Streaming *streaming.Server // nil: Exec, Attach, PortForward pass through with the runtime's URLs
+
+	IdempotentMetrics *metrics.Idempotent // nil counts nothing
 }
 
 // Shim implements the intercepted CRI calls and the crishim.v1 API on top of

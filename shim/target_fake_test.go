@@ -160,9 +160,9 @@ func (f *targetFakeRuntime) StopContainer(_ context.Context, in *runtimeapi.Stop
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
-// startTargetShim serves f on a unix socket and returns a shim in front of
-// it whose namespace lookups read f's table.
-func startTargetShim(t *testing.T, f *targetFakeRuntime, mode string) *Shim {
+// serveFakeRuntime serves rt on a unix socket and returns a backend
+// connected to it.
+func serveFakeRuntime(t *testing.T, rt runtimeapi.RuntimeServiceServer) *proxy.Backend {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "runtime.sock")
 	ln, err := net.Listen("unix", sock)
@@ -170,7 +170,7 @@ func startTargetShim(t *testing.T, f *targetFakeRuntime, mode string) *Shim {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(gs, f)
+	runtimeapi.RegisterRuntimeServiceServer(gs, rt)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
 	b, err := proxy.Dial(proxy.BackendOptions{RuntimeEndpoint: "unix://" + sock})
@@ -178,7 +178,14 @@ func startTargetShim(t *testing.T, f *targetFakeRuntime, mode string) *Shim {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	s := New(b, Options{PIDTargetMode: mode})
+	return b
+}
+
+// startTargetShim serves f on a unix socket and returns a shim in front of
+// it whose namespace lookups read f's table.
+func startTargetShim(t *testing.T, f *targetFakeRuntime, mode string) *Shim {
+	t.Helper()
+	s := New(serveFakeRuntime(t, f), Options{PIDTargetMode: mode})
 	s.target.pidNamespace = f.pidNamespace
 	return s
 }

@@ -25,6 +25,9 @@ type Config struct {
 	// AllowInsecure permits plain HTTP on a non-loopback address
 	// (--streaming-allow-insecure).
 	AllowInsecure bool
+
+	// idleTimeout replaces defaultIdleTimeout (tests).
+	idleTimeout time.Duration
 }
 
 // DefaultConfig is loopback on a random port, tokens good for a minute, at

@@ -30,6 +30,16 @@ type Runtime interface {
 	PortForward(ctx context.Context, in *runtimeapi.PortForwardRequest, opts ...grpc.CallOption) (*runtimeapi.PortForwardResponse, error)
 }
 
+// defaultIdleTimeout closes keep-alive connections with no request in
+// flight. Stream clients make one request per connection and upgrade it,
+// so a connection idle this long is not going to be used.
+const defaultIdleTimeout = 30 * time.Second
+
+// maxHeaderBytes bounds a request's headers. Stream requests carry a token
+// path and the upgrade headers an API server's proxy forwards, a few KiB at
+// most (net/http's default would be 1 MiB).
+const maxHeaderBytes = 64 << 10
+
 // Server is crishim's streaming server: it issues tokens for the shim and
 // serves them over HTTP.
 type Server struct {
@@ -106,11 +116,20 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		mux.Handle("GET /"+string(k)+"/{token}", s.handler(k))
 		mux.Handle("POST /"+string(k)+"/{token}", s.handler(k))
 	}
+	idle := cfg.idleTimeout
+	if idle == 0 {
+		idle = defaultIdleTimeout
+	}
 	s.http = &http.Server{
 		Handler: mux,
 		// No ReadTimeout or WriteTimeout: their deadlines would stay on
-		// hijacked connections and cut long sessions.
+		// hijacked connections and cut long sessions. IdleTimeout only
+		// applies between requests, never to a hijacked stream; without
+		// it, idle keep-alive connections from anyone who can reach the
+		// port would use up crishim's file descriptors.
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s, nil

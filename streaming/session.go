@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/crishim/crishim/metrics"
@@ -70,7 +71,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
 		}
 		h := proxy.NewUpgradeAwareHandler(loc, transport, false, true, upgradeResponder{log: log, sess: sess})
-		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(sess.ctx))
+		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(klog.NewContext(sess.ctx, proxyLogger(log))))
 		// The proxy returns when one direction ends, having closed both
 		// connections; the other may still be counting its last chunk. A
 		// copy that only starts now finds them closed and moves nothing.

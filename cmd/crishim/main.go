@@ -76,6 +76,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	targetMetrics := metrics.NewPIDTarget()
 	signalMetrics := metrics.NewSignals()
 	streamMetrics := metrics.NewStreaming()
+	idempotentMetrics := metrics.NewIdempotent()
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -91,12 +92,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		StopSignalMode:   cfg.stopSignal.mode,
 		SignalMetrics:    signalMetrics,
 		Streaming:        streams,
+
+		IdempotentMetrics: idempotentMetrics,
 	})
 	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
 	m := metrics.New(version, commit, known)
 	m.Registry.MustRegister(targetMetrics)
 	m.Registry.MustRegister(signalMetrics)
 	m.Registry.MustRegister(streamMetrics)
+	m.Registry.MustRegister(idempotentMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
