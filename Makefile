@@ -8,11 +8,12 @@ COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION ?= v0.8.2
+CONTROLLER_GEN_VERSION ?= v0.23.0
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
 E2E_TIMEOUT ?= 25m
 
-.PHONY: all build test unit e2e demo demo-clean node node-clean kube-bins bench lint generate fmt clean
+.PHONY: all build test unit e2e demo demo-clean node node-clean kube-bins bench lint generate generate-crd fmt clean
 
 all: build
 
@@ -77,6 +78,11 @@ generate:
 		--go_out=paths=source_relative:shim/crishimv1 \
 		--go-grpc_out=paths=source_relative:shim/crishimv1 \
 		shim/crishimv1/crishim.proto
+
+# Regenerate the Notification API's deepcopy code and CRD manifest from the Go types.
+generate-crd:
+	@test -x $(TOOLS)/controller-gen || GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	$(TOOLS)/controller-gen object paths=./notification/v1alpha1/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -66,8 +66,12 @@ func (s *Shim) Intercepted() []proxy.Method {
 
 // Services are crishim's own gRPC services, served on the CRI socket.
 func (s *Shim) Services() []proxy.Service {
-	return []proxy.Service{{Desc: &crishimv1.Crishim_ServiceDesc, Impl: &api{shim: s}}}
+	return []proxy.Service{{Desc: &crishimv1.Crishim_ServiceDesc, Impl: s.API()}}
 }
+
+// API is the crishim.v1 service itself, for in-process callers (the Notification
+// controller runs notifiers through the same Notify as crishimctl).
+func (s *Shim) API() crishimv1.CrishimServer { return &api{shim: s} }
 
 // ServiceDescs lists crishim's own services, for callers that need their
 // method names (metrics labels).

@@ -77,6 +77,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	signalMetrics := metrics.NewSignals()
 	streamMetrics := metrics.NewStreaming()
 	idempotentMetrics := metrics.NewIdempotent()
+	notificationMetrics := metrics.NewNotifications()
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -101,6 +102,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.Registry.MustRegister(signalMetrics)
 	m.Registry.MustRegister(streamMetrics)
 	m.Registry.MustRegister(idempotentMetrics)
+	m.Registry.MustRegister(notificationMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
@@ -146,6 +148,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if httpSrv != nil {
 		go func() { errc <- httpSrv.Serve() }()
 	}
+	notifyCtx, stopNotify := context.WithCancel(ctx)
+	defer stopNotify()
+	notifyDone, err := startNotifications(notifyCtx, cfg.notifications, backend, sh, notificationMetrics, log)
+	if err != nil {
+		return err
+	}
 	log.Info("crishim serving", "version", version, "listen", ln.Path(), "relay", cfg.relay,
 		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(httpSrv), "streaming", streamingURL(streams))
 
@@ -158,6 +166,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	// Notifier runs in flight end with it; a run cut here stays "started" in the
+	// Notification and the next crishim records it as interrupted, never runs it again.
+	stopNotify()
+	if notifyDone != nil {
+		select {
+		case <-notifyDone:
+		case <-sctx.Done():
+			log.Warn("Notification controller did not stop within the shutdown timeout")
+		}
+	}
 	streamsDone := shutdownStreaming(sctx, streams, log)
 	srv.Shutdown(sctx)
 	<-streamsDone

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// notificationsConfig holds the Notification API flags.
+type notificationsConfig struct {
+	kubeconfig string
+	nodeName   string
+	gcAfter    time.Duration
+}
+
+func (n *notificationsConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.kubeconfig, "kubeconfig", "", "kubeconfig for the apiserver: serve Notifications (crishim.io/v1alpha1) for this node; empty: in-cluster config if crishim runs in a pod, else no Notifications")
+	fs.StringVar(&n.nodeName, "node-name", "", "this node's name in Notification status entries [hostname]; must match the kubelet's")
+	fs.DurationVar(&n.gcAfter, "notification-gc-after", 0, "testing only: delete completed Notifications this long after creation instead of after spec.expirationSeconds (whose minimum is 600 s)")
+}
+
+func (n *notificationsConfig) finish() error {
+	if n.nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-name: empty, and the hostname is unknown: %w", err)
+		}
+		n.nodeName = strings.ToLower(h)
+	}
+	if n.gcAfter < 0 {
+		return fmt.Errorf("--notification-gc-after %s: must not be negative", n.gcAfter)
+	}
+	return nil
+}
+
+// enabled: a kubeconfig was given, or crishim runs in a pod.
+func (n *notificationsConfig) enabled() bool {
+	return n.kubeconfig != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+}

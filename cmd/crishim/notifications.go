@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/notification"
+	"github.com/crishim/crishim/proxy"
+	"github.com/crishim/crishim/shim"
+)
+
+// startNotifications runs the Notification controller until ctx ends, when configured. An
+// unreachable apiserver is not an error here: the controller warns and retries, and CRI
+// keeps working; only a kubeconfig that cannot be read stops crishim at start.
+func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (done <-chan struct{}, err error) {
+	if !cfg.enabled() {
+		return nil, nil
+	}
+	var rc *rest.Config
+	if cfg.kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.kubeconfig, err)
+	}
+	rc.UserAgent = "crishim/" + version
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver client: %w", err)
+	}
+	c := notification.New(notification.Options{
+		Dynamic:  dyn,
+		NodeName: cfg.nodeName,
+		Pods:     runtimeapi.NewRuntimeServiceClient(backend.RuntimeConn()),
+		Runner:   sh.API(),
+		Metrics:  m,
+		Log:      log,
+		GCAfter:  cfg.gcAfter,
+	})
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		c.Run(ctx)
+	}()
+	log.Info("serving Notifications", "node", cfg.nodeName, "apiserver", rc.Host)
+	return ch, nil
+}

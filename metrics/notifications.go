@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Notifications counts the work of the Notification API controller. Label values come from
+// fixed sets (result, operation); Notification and pod names are never labels. A nil
+// *Notifications counts nothing.
+type Notifications struct {
+	runs      *prometheus.CounterVec
+	watchUp   prometheus.Gauge
+	apiErrors *prometheus.CounterVec
+	deleted   prometheus.Counter
+}
+
+// NewNotifications creates the collectors; register the result on crishim's registry.
+func NewNotifications() *Notifications {
+	return &Notifications{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_notifications_runs_total",
+			Help: "Pods in which this node ran a Notification's notifier, by result (succeeded, failed, interrupted).",
+		}, []string{"result"}),
+		watchUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "crishim_notifications_watch_up",
+			Help: "1 while the watch of Notifications is established, 0 while the apiserver cannot be reached.",
+		}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_notifications_apiserver_errors_total",
+			Help: "Failed apiserver requests of the Notification controller, by operation (watch, apply, delete, event).",
+		}, []string{"op"}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crishim_notifications_expired_deleted_total",
+			Help: "Completed Notifications this node deleted after their expirationSeconds.",
+		}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (n *Notifications) Describe(ch chan<- *prometheus.Desc) {
+	n.runs.Describe(ch)
+	n.watchUp.Describe(ch)
+	n.apiErrors.Describe(ch)
+	n.deleted.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (n *Notifications) Collect(ch chan<- prometheus.Metric) {
+	n.runs.Collect(ch)
+	n.watchUp.Collect(ch)
+	n.apiErrors.Collect(ch)
+	n.deleted.Collect(ch)
+}
+
+// Run counts one pod's run by result.
+func (n *Notifications) Run(result string) {
+	if n != nil {
+		n.runs.WithLabelValues(result).Inc()
+	}
+}
+
+// WatchUp records whether the watch is established.
+func (n *Notifications) WatchUp(up bool) {
+	if n == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	n.watchUp.Set(v)
+}
+
+// APIError counts a failed apiserver request.
+func (n *Notifications) APIError(op string) {
+	if n != nil {
+		n.apiErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Deleted counts a Notification deleted after expiry.
+func (n *Notifications) Deleted() {
+	if n != nil {
+		n.deleted.Inc()
+	}
+}

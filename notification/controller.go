@@ -1,0 +1,373 @@
+package notification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/notification/v1alpha1"
+	"github.com/crishim/crishim/shim/crishimv1"
+)
+
+// Runner runs a notifier in one pod: crishim's own Notify (the crishim.v1 API), so a
+// Notification's runs behave exactly as `crishimctl notify` (timeouts, probes, errors).
+type Runner interface {
+	Notify(context.Context, *crishimv1.NotifyRequest) (*crishimv1.NotifyResponse, error)
+}
+
+// Options wire a Controller.
+type Options struct {
+	Dynamic  dynamic.Interface
+	NodeName string
+	Pods     runtimeapi.RuntimeServiceClient // ListPodSandbox of this node
+	Runner   Runner
+	Metrics  *metrics.Notifications
+	Log      *slog.Logger
+	// Resync re-examines every Notification this often (expiry, lost updates) [30s].
+	Resync time.Duration
+	// GCAfter, if set, replaces spec.expirationSeconds for garbage collection (tests).
+	GCAfter time.Duration
+	// Workers reconcile this many Notifications at once [4].
+	Workers int
+}
+
+// Controller is one node's share of the Notification API.
+type Controller struct {
+	o        Options
+	log      *slog.Logger
+	manager  string // server-side apply field manager: one per node
+	queue    workqueue.TypedRateLimitingInterface[string]
+	informer cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	inflight map[string]bool // pod UIDs whose run this process started and has not recorded
+}
+
+// New creates a Controller; Run starts it.
+func New(o Options) *Controller {
+	if o.Resync == 0 {
+		o.Resync = 30 * time.Second
+	}
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	c := &Controller{
+		o:        o,
+		log:      o.Log.With("component", "notifications", "node", o.NodeName),
+		manager:  "crishim/" + o.NodeName,
+		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		inflight: map[string]bool{},
+	}
+	// A plain informer over the dynamic client: the typed and dynamic informer factories
+	// would link every Kubernetes API group into crishim (some 40 MiB) for one resource.
+	res := o.Dynamic.Resource(v1alpha1.Resource)
+	c.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	}, &unstructured.Unstructured{}, o.Resync, cache.Indexers{})
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	// The informer reconnects and relists by itself; the handler makes an unreachable
+	// apiserver a warning and a metric instead of silence.
+	_ = c.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		o.Metrics.WatchUp(false)
+		o.Metrics.APIError("watch")
+		c.log.Warn("watch of Notifications failed; retrying", "err", err)
+	})
+	return c
+}
+
+// Run serves until ctx ends. The CRI path never waits on it.
+func (c *Controller) Run(ctx context.Context) {
+	defer c.queue.ShutDown()
+	go c.informer.RunWithContext(ctx)
+	c.log.Info("watching Notifications")
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return
+	}
+	c.o.Metrics.WatchUp(true)
+	var wg sync.WaitGroup
+	for range c.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.next(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	again, err := c.reconcile(ctx, key)
+	switch {
+	case err != nil:
+		c.log.Warn("notification: will retry", "notification", key, "err", err)
+		c.queue.AddRateLimited(key)
+	case again > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, again)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// reconcile brings one Notification's status up to date with this node; it returns when to
+// look again (expiry) or an error to retry (apiserver or runtime trouble, never a notifier's
+// failure: there are no retries of runs).
+func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	obj, exists, err := c.informer.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		return 0, err
+	}
+	n, err := fromUnstructured(obj)
+	if err != nil {
+		return 0, err
+	}
+	c.o.Metrics.WatchUp(true)
+	if completed(n) {
+		left := expiresIn(n, time.Now(), c.o.GCAfter)
+		if left > 0 {
+			return left, c.settleConditions(ctx, n)
+		}
+		return 0, c.delete(ctx, n)
+	}
+	resp, err := c.o.Pods.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list this node's pods: %w", err)
+	}
+	pods, err := selectedPods(n, resp.GetItems())
+	if err != nil {
+		// A selector the apiserver accepted but that cannot be evaluated: nothing to retry.
+		c.log.Warn("notification: bad selector", "notification", key, "err", err)
+		return 0, nil
+	}
+	byUID := map[string]v1alpha1.PodNotificationStatus{}
+	for _, e := range n.Status.PodNotificationStatuses {
+		byUID[e.PodUID] = e
+	}
+	mine := c.ownEntries(n)
+
+	// Entries this node wrote as started but whose result never came: this process did not
+	// start them, so an earlier crishim was cut off mid-run. Record that; never run again.
+	changed := false
+	for uid, e := range mine {
+		if pending(e) && !c.isInflight(uid) {
+			mine[uid] = failedEntry(e, reasonInterrupted, "crishim restarted while the notifier ran; it is not run again (no retries: create a new Notification)", time.Now())
+			c.o.Metrics.Run("interrupted")
+			changed = true
+		}
+	}
+	var toRun []*runtimeapi.PodSandbox
+	for _, p := range pods {
+		if _, done := byUID[p.GetMetadata().GetUid()]; !done {
+			toRun = append(toRun, p)
+		}
+	}
+	if len(mine) == 0 && len(toRun) == 0 {
+		// Not a participant. Only the first node to look says that nobody was selected; a
+		// node with pods replaces it.
+		if len(n.Status.PodNotificationStatuses) == 0 && meta.FindStatusCondition(n.Status.Conditions, v1alpha1.ConditionTriggered) == nil {
+			return 0, c.apply(ctx, n, nil)
+		}
+		return 0, nil
+	}
+	if len(toRun) > 0 {
+		return 0, c.run(ctx, n, mine, toRun)
+	}
+	if changed {
+		return 0, c.apply(ctx, n, mine)
+	}
+	return 0, c.settleConditions(ctx, n)
+}
+
+// run records started entries, runs the notifier in each pod (in parallel), and records the
+// results. The started entries are written first so that a crishim restart mid-run finds
+// them and never runs the notifier twice.
+func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map[string]v1alpha1.PodNotificationStatus, toRun []*runtimeapi.PodSandbox) error {
+	now := time.Now()
+	for _, p := range toRun {
+		uid := p.GetMetadata().GetUid()
+		mine[uid] = startedEntry(p, c.o.NodeName, declaringContainers(p.GetAnnotations(), n.Spec.ContainerNotifierName), now)
+		c.setInflight(uid, true)
+	}
+	defer func() {
+		for _, p := range toRun {
+			c.setInflight(p.GetMetadata().GetUid(), false)
+		}
+	}()
+	if err := c.apply(ctx, n, mine); err != nil {
+		// Not recorded, so not run: the retry starts over.
+		return err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range toRun {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := c.runOne(ctx, n, p)
+			mu.Lock()
+			mine[e.PodUID] = e
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// The runs happened: their results must be written even if the retries take a while.
+	return c.apply(ctx, n, mine)
+}
+
+func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *runtimeapi.PodSandbox) v1alpha1.PodNotificationStatus {
+	log := c.log.With("notification", n.Namespace+"/"+n.Name, "pod", p.GetMetadata().GetNamespace()+"/"+p.GetMetadata().GetName(), "notifier", n.Spec.ContainerNotifierName)
+	log.Info("notification: running notifier")
+	resp, err := c.o.Runner.Notify(ctx, &crishimv1.NotifyRequest{PodSandboxId: p.GetId(), Notifier: n.Spec.ContainerNotifierName})
+	var e v1alpha1.PodNotificationStatus
+	if err != nil || len(resp.GetPods()) != 1 {
+		started := startedEntry(p, c.o.NodeName, declaringContainers(p.GetAnnotations(), n.Spec.ContainerNotifierName), time.Now())
+		e = failedEntry(started, reasonRunFailed, fmt.Sprintf("crishim could not run the notifier: %v", err), time.Now())
+	} else {
+		e = resultEntry(p, c.o.NodeName, resp.GetPods()[0], time.Now())
+	}
+	result := "succeeded"
+	for _, s := range e.ContainerNotificationStatuses {
+		if s.Error != nil {
+			result = "failed"
+			log.Warn("notification: notifier failed", "container", s.ContainerName, "errorType", s.Error.ErrorType, "reason", s.Error.Reason, "message", s.Error.Message)
+			c.event(ctx, n, fmt.Sprintf("pod %s container %s on node %s: %s %s: %s", e.PodName, s.ContainerName, c.o.NodeName, s.Error.ErrorType, s.Error.Reason, s.Error.Message))
+		}
+	}
+	if result == "succeeded" {
+		log.Info("notification: notifier succeeded")
+	}
+	c.o.Metrics.Run(result)
+	return e
+}
+
+// settleConditions rewrites the conditions when what the entries now say differs from
+// what is stored: the last writer may have computed them before another node's entries
+// arrived. Only nodes with entries take part.
+func (c *Controller) settleConditions(ctx context.Context, n *v1alpha1.Notification) error {
+	mine := c.ownEntries(n)
+	if len(mine) == 0 {
+		return nil
+	}
+	want := conditions(n.Status.PodNotificationStatuses, n.Spec.ContainerNotifierName, n.Generation, n.Status.Conditions, time.Now())
+	if sameConditions(want, n.Status.Conditions) {
+		return nil
+	}
+	return c.apply(ctx, n, mine)
+}
+
+func (c *Controller) ownEntries(n *v1alpha1.Notification) map[string]v1alpha1.PodNotificationStatus {
+	mine := map[string]v1alpha1.PodNotificationStatus{}
+	for _, e := range n.Status.PodNotificationStatuses {
+		if e.NodeName == c.o.NodeName {
+			mine[e.PodUID] = e
+		}
+	}
+	return mine
+}
+
+func (c *Controller) isInflight(uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight[uid]
+}
+
+func (c *Controller) setInflight(uid string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		c.inflight[uid] = true
+	} else {
+		delete(c.inflight, uid)
+	}
+}
+
+func (c *Controller) delete(ctx context.Context, n *v1alpha1.Notification) error {
+	uid := n.UID
+	err := c.o.Dynamic.Resource(v1alpha1.Resource).Namespace(n.Namespace).Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case err == nil:
+		c.o.Metrics.Deleted()
+		c.log.Info("notification: expired, deleted", "notification", n.Namespace+"/"+n.Name)
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // another node was first
+	default:
+		c.o.Metrics.APIError("delete")
+		return fmt.Errorf("delete expired notification %s/%s: %w", n.Namespace, n.Name, err)
+	}
+}
+
+// eventsResource is core/v1 Events, written through the dynamic client for the same reason
+// as the informer.
+var eventsResource = corev1.SchemeGroupVersion.WithResource("events")
+
+func (c *Controller) event(ctx context.Context, n *v1alpha1.Notification, msg string) {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: n.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind,
+			Namespace: n.Namespace, Name: n.Name, UID: n.UID},
+		Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonFailed, Message: msg,
+		Source:         corev1.EventSource{Component: "crishim", Host: c.o.NodeName},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ev)
+	if err == nil {
+		_, err = c.o.Dynamic.Resource(eventsResource).Namespace(n.Namespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		c.o.Metrics.APIError("event")
+		c.log.Warn("notification: could not record an Event", "err", err)
+	}
+}
+
+func fromUnstructured(obj any) (*v1alpha1.Notification, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, errors.New("notification informer returned a non-unstructured object")
+	}
+	var n v1alpha1.Notification
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &n); err != nil {
+		return nil, fmt.Errorf("decode notification %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return &n, nil
+}
