@@ -46,6 +46,19 @@ func kubebuildDir() (string, error) {
 	return dir, nil
 }
 
+// manifestsDir is packaging/kubernetes of the checkout this package was compiled from.
+func manifestsDir() (string, error) {
+	src, err := kubebuildDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(src, "..", "..", "..", "packaging", "kubernetes")
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("locate packaging/kubernetes: %w", err)
+	}
+	return filepath.Clean(dir), nil
+}
+
 // buildKey names a build by what decides its output: the module files and sources of
 // ./kubebuild and the Go toolchain.
 func buildKey(dir string) (version, key string, err error) {

@@ -178,11 +178,11 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.tagBusybox(ctx); err != nil {
 		return err
 	}
-	n.log.Info("starting crishim", "socket", n.s.CrishimSock)
-	if err := n.startCrishim(); err != nil {
+	if err := n.writePKI(); err != nil {
 		return err
 	}
-	if err := n.writePKI(); err != nil {
+	n.log.Info("starting crishim", "socket", n.s.CrishimSock)
+	if err := n.startCrishim(); err != nil {
 		return err
 	}
 	if err := os.WriteFile(l.path("resolv.conf"), []byte("# no DNS on the test node\n"), 0o644); err != nil {
@@ -226,7 +226,24 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
+	if err := n.installManifests(ctx); err != nil {
+		return err
+	}
 	return n.waitServiceAccount(ctx)
+}
+
+// installManifests applies what the repository ships for the cluster: the Notification CRD
+// and the RBAC crishim needs, as an operator would with kubectl.
+func (n *Node) installManifests(ctx context.Context) error {
+	dir, err := manifestsDir()
+	if err != nil {
+		return err
+	}
+	if _, err := n.Kubectl(ctx, nil, "apply", "-f", dir); err != nil {
+		return fmt.Errorf("install %s: %w", dir, err)
+	}
+	_, err = n.Kubectl(ctx, nil, "wait", "--for=condition=Established", "crd/notifications.crishim.io", "--timeout=60s")
+	return err
 }
 
 // fill derives the exported fields and the client from the state.
@@ -292,9 +309,13 @@ func (n *Node) tagBusybox(ctx context.Context) error {
 }
 
 func (n *Node) startCrishim() error {
+	// crishim uses the kubelet's identity for Notifications (the shipped RBAC binds
+	// system:nodes), as docs/notifications.md tells operators to.
 	args := append([]string{
 		"--containerd-address", n.cd.Socket,
 		"--metrics-address", n.s.CrishimMetrics,
+		"--kubeconfig", n.l.path("kubelet.kubeconfig"),
+		"--node-name", n.s.Name,
 	}, n.s.CrishimArgs...)
 	p, err := crishimproc.Start(crishimproc.Options{
 		Binary:          n.opts.Crishim,
