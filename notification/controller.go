@@ -57,6 +57,10 @@ type Controller struct {
 
 	mu       sync.Mutex
 	inflight map[string]bool // pod UIDs whose run this process started and has not recorded
+	// results are the entries this process wrote last, by pod UID, until the informer's
+	// cache shows them: a reconcile that runs on a cache older than its own last write must
+	// neither take its own finished run for an interrupted one nor write the stale entry back.
+	results map[string]v1alpha1.PodNotificationStatus
 }
 
 // New creates a Controller; Run starts it.
@@ -73,6 +77,7 @@ func New(o Options) *Controller {
 		manager:  "crishim/" + o.NodeName,
 		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		inflight: map[string]bool{},
+		results:  map[string]v1alpha1.PodNotificationStatus{},
 	}
 	// A plain informer over the dynamic client: the typed and dynamic informer factories
 	// would link every Kubernetes API group into crishim (some 40 MiB) for one resource.
@@ -182,6 +187,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		byUID[e.PodUID] = e
 	}
 	mine := c.ownEntries(n)
+	c.overlayResults(mine)
 
 	// Entries this node wrote as started but whose result never came: this process did not
 	// start them, so an earlier crishim was cut off mid-run. Record that; never run again.
@@ -248,8 +254,33 @@ func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map
 		}()
 	}
 	wg.Wait()
-	// The runs happened: their results must be written even if the retries take a while.
+	c.mu.Lock()
+	for _, p := range toRun {
+		uid := p.GetMetadata().GetUid()
+		c.results[uid] = mine[uid]
+	}
+	c.mu.Unlock()
+	// The runs happened: their results must be written; a failed write is retried from
+	// results, without running anything again.
 	return c.apply(ctx, n, mine)
+}
+
+// overlayResults puts the entries this process wrote over the cache's older copies, and
+// forgets those the cache has caught up with.
+func (c *Controller) overlayResults(mine map[string]v1alpha1.PodNotificationStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, e := range mine {
+		r, ok := c.results[uid]
+		if !ok {
+			continue
+		}
+		if !pending(e) {
+			delete(c.results, uid)
+			continue
+		}
+		mine[uid] = r
+	}
 }
 
 func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *runtimeapi.PodSandbox) v1alpha1.PodNotificationStatus {
@@ -283,6 +314,7 @@ func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *ru
 // arrived. Only nodes with entries take part.
 func (c *Controller) settleConditions(ctx context.Context, n *v1alpha1.Notification) error {
 	mine := c.ownEntries(n)
+	c.overlayResults(mine)
 	if len(mine) == 0 {
 		return nil
 	}

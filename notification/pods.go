@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,7 +19,7 @@ const notifierAnnotationPrefix = "notifier.crishim.io/"
 
 // selectedPods picks this node's pods a Notification is about: ready sandboxes in its
 // namespace whose labels match its selector, that existed when it was created (a pod that
-// appears later was not asked about), and that declare the notifier in a container.
+// appears later was not asked about, and a run can never be repeated by recreating a pod), and that declare the notifier in a container.
 // Labels, namespace and annotations come from the CRI sandbox metadata the kubelet wrote:
 // no pod list from the apiserver is needed.
 func selectedPods(n *v1alpha1.Notification, pods []*runtimeapi.PodSandbox) ([]*runtimeapi.PodSandbox, error) {
@@ -26,13 +27,15 @@ func selectedPods(n *v1alpha1.Notification, pods []*runtimeapi.PodSandbox) ([]*r
 	if err != nil {
 		return nil, fmt.Errorf("spec.podSelector: %w", err)
 	}
-	created := n.CreationTimestamp.UnixNano()
+	// creationTimestamp has whole seconds: a pod made in the same second as the
+	// Notification counts as existing before it.
+	created := n.CreationTimestamp.Add(time.Second).UnixNano()
 	var out []*runtimeapi.PodSandbox
 	for _, p := range pods {
 		if p.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY || p.GetMetadata().GetNamespace() != n.Namespace {
 			continue
 		}
-		if created > 0 && p.GetCreatedAt() > created {
+		if !n.CreationTimestamp.IsZero() && p.GetCreatedAt() >= created {
 			continue
 		}
 		if !sel.Matches(labels.Set(p.GetLabels())) || len(declaringContainers(p.GetAnnotations(), n.Spec.ContainerNotifierName)) == 0 {

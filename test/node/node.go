@@ -522,3 +522,14 @@ func freePorts(k int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// ClientKubeconfig writes a kubeconfig for another client of the node's apiserver,
+// authenticated as user cn in groups, and returns its path.
+func (n *Node) ClientKubeconfig(name, cn string, groups ...string) (string, error) {
+	kp, err := n.pki.issue(name, cn, groups, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	path := n.l.path(name + ".kubeconfig")
+	return path, n.pki.kubeconfig(path, "https://127.0.0.1:"+strconv.Itoa(n.s.APIServerPort), kp)
+}
