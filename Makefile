@@ -59,8 +59,9 @@ node-clean:
 kube-bins:
 	@$(GO) run ./test/node/up --build-only
 
-# Direct vs. crishim vs. a naive forwarder, interleaved, against a fake
-# runtime and the private containerd (root). BENCH_FLAGS='-o json' for machines.
+# Direct vs. a byte-copying pipe (the floor) vs. crishim vs. a naive forwarder,
+# interleaved, against a fake runtime and the private containerd (root).
+# BENCH_FLAGS='-o json' for machines.
 bench: build
 	$(GO) run ./test/bench --crishim bin/crishim $(BENCH_FLAGS)
 

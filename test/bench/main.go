@@ -1,12 +1,12 @@
 // Command bench is `make bench`: it measures what crishim adds to the
 // kubelet's CRI calls by running each workload directly against a backend,
-// through crishim and through a naive gRPC forwarder, interleaved in one
-// run, and reports latencies, ratios, throughput, CPU and memory.
+// through a plain byte-copying pipe (the floor), through crishim and through
+// a naive gRPC forwarder, interleaved in one run, and reports latencies,
+// ratios, throughput, CPU and memory.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,6 +49,8 @@ func main() {
 	var o options
 	naiveListen := flag.String("naive-listen", "", "internal: run as the naive forwarder on this socket")
 	naiveBackend := flag.String("naive-backend", "", "internal: the naive forwarder's backend socket")
+	pipeListen := flag.String("pipe-listen", "", "internal: run as the byte-copying pipe on this socket")
+	pipeBackend := flag.String("pipe-backend", "", "internal: the pipe's backend socket")
 	fakeOnly := flag.String("serve-fake", "", "only serve the fake runtime on this socket until interrupted (for profiling crishim by hand)")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
 	flag.StringVar(&o.output, "o", "table", "output: table or json")
@@ -76,15 +78,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: --stream-mib must be 0 or more and --stream-rounds 1 or more")
 		os.Exit(2)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if *naiveListen != "" {
-		if err := runNaiveForwarder(*naiveListen, *naiveBackend); err != nil {
+		if err := runNaiveForwarder(ctx, *naiveListen, *naiveBackend); err != nil {
 			fmt.Fprintln(os.Stderr, "naive forwarder:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	if *pipeListen != "" {
+		if err := runPipe(ctx, *pipeListen, *pipeBackend); err != nil {
+			fmt.Fprintln(os.Stderr, "pipe:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *fakeOnly != "" {
 		stopFake, err := serveFake(*fakeOnly)
 		if err != nil {
@@ -126,7 +135,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	defer stopFake()
 	if o.fake {
-		progress("fake runtime: %d samples per workload, interleaved direct / crishim / naive", o.samples)
+		progress("fake runtime: %d samples per workload, interleaved direct / pipe / crishim / crishim-grpc / naive", o.samples)
 		if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true, nil); err != nil {
 			return rep, err
 		}
@@ -169,8 +178,9 @@ func run(ctx context.Context, o options) (*report, error) {
 	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, containerdWorkloads(p, o.samples), false, stream)
 }
 
-// measureBackend puts crishim and the naive forwarder in front of backend
-// and runs the workloads through all three ways in; then, given a
+// measureBackend puts the pipe, crishim (both relays) and the naive
+// forwarder in front of backend and runs the workloads through every way
+// in, the direct one included; then, given a
 // streamSetup, the streaming workloads directly and through crishim.
 func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool, stream *streamSetup) error {
 	crishim, err := crishimproc.Start(crishimproc.Options{
@@ -197,11 +207,18 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 	defer func() { _ = grpcRelay.Stop() }()
 	naiveSock := filepath.Join(dir, backend+"-naive.sock")
-	naive, err := startNaive(naiveSock, sock)
+	naive, err := startHelper("naive forwarder", naiveSock, nil, "--naive-listen", naiveSock, "--naive-backend", sock)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = naive.Process.Kill(); _ = naive.Wait() }()
+	defer stopHelper(naive)
+	// The floor: bytes copied, nothing else, on one P as crishim.
+	pipeSock := filepath.Join(dir, backend+"-pipe.sock")
+	pipe, err := startHelper("pipe", pipeSock, []string{"GOMAXPROCS=1"}, "--pipe-listen", pipeSock, "--pipe-backend", sock)
+	if err != nil {
+		return err
+	}
+	defer stopHelper(pipe)
 
 	direct, err := dialTarget("direct", sock, 0)
 	if err != nil {
@@ -211,7 +228,11 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	if err != nil {
 		return err
 	}
-	viaNaive, err := dialTarget("naive", naiveSock, naive.Process.Pid)
+	viaNaive, err := dialTarget("naive", naiveSock, naive.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	viaPipe, err := dialTarget("pipe", pipeSock, pipe.cmd.Process.Pid)
 	if err != nil {
 		return err
 	}
@@ -219,7 +240,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	if err != nil {
 		return err
 	}
-	targets := []*target{direct, viaCrishim, viaGRPCRelay, viaNaive}
+	targets := []*target{direct, viaPipe, viaCrishim, viaGRPCRelay, viaNaive}
 	for _, t := range targets {
 		defer t.conn.Close()
 	}
@@ -279,25 +300,55 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	return nil
 }
 
-func startNaive(listen, backend string) (*exec.Cmd, error) {
+// helper is this benchmark's binary re-invoked to serve one of its
+// reference points (the naive forwarder, the pipe) on a socket.
+type helper struct {
+	name string
+	cmd  *exec.Cmd
+}
+
+// startHelper runs this binary with args, and env added to the
+// environment, and waits until it has created its socket listen.
+func startHelper(name, listen string, env []string, args ...string) (*helper, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cmd := exec.Command(self, "--naive-listen", listen, "--naive-backend", backend)
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	for range 200 {
 		if _, err := os.Stat(listen); err == nil {
-			return cmd, nil
+			return &helper{name: name, cmd: cmd}, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = cmd.Process.Kill()
-	return nil, errors.New("naive forwarder did not start")
+	_ = cmd.Wait()
+	return nil, fmt.Errorf("%s did not start", name)
+}
+
+// stopHelper sends SIGTERM and waits for the exit (killing the process if
+// it has not exited after 10 s); a failure is reported, not returned, as the
+// measurements are done by then.
+func stopHelper(h *helper) {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- h.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			progress("%s: %v", h.name, err)
+		}
+	case <-time.After(10 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-exited
+		progress("%s ignored SIGTERM", h.name)
+	}
 }
 
 // leakCheck sends calls through crishim and samples its RSS and goroutines

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,17 +29,19 @@ var _ encoding.Codec = rawCodec{}
 
 // runNaiveForwarder is the process the benchmark starts as its reference
 // point: a grpc-go server whose unknown-service handler relays raw bytes
-// through a grpc-go client, with nothing else.
-func runNaiveForwarder(listen, backend string) error {
+// through a grpc-go client, with nothing else. It serves until ctx is done
+// (SIGTERM).
+func runNaiveForwarder(ctx context.Context, listen, backend string) error {
 	conn, err := grpc.NewClient("unix://"+backend, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
-		return err
+		return fmt.Errorf("dial backend: %w", err)
 	}
+	defer conn.Close()
 	_ = os.Remove(listen)
 	ln, err := net.Listen("unix", listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen: %w", err)
 	}
 	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
 	gs := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20),
@@ -76,5 +79,7 @@ func runNaiveForwarder(listen, backend string) error {
 			}
 		}))
 	fmt.Println("naive forwarder ready")
+	stopServing := context.AfterFunc(ctx, gs.Stop)
+	defer stopServing()
 	return gs.Serve(ln)
 }

@@ -16,14 +16,21 @@ type latencyRow struct {
 	Backend  string `json:"backend"`
 	Workload string `json:"workload"`
 	Samples  int    `json:"samples"`
-	// Per target ("direct", "crishim", "crishim-grpc" (crishim with
-	// --relay=grpc), "naive"), in microseconds.
+	// Per target ("direct", "pipe" (the byte-copying floor), "crishim",
+	// "crishim-grpc" (crishim with --relay=grpc), "naive"), in microseconds.
 	P50 map[string]float64 `json:"p50_us"`
 	P99 map[string]float64 `json:"p99_us"`
-	// What crishim and the naive forwarder add to the direct p50, in µs,
-	// and their p50 over the direct p50.
+	// What each way in but direct adds to the direct p50 and p99, in µs,
+	// and its p50 over the direct p50.
 	AddedP50 map[string]float64 `json:"added_p50_us"`
+	AddedP99 map[string]float64 `json:"added_p99_us"`
 	Ratio    map[string]float64 `json:"ratio_p50"`
+	// What crishim, crishim-grpc and the naive forwarder add as a multiple
+	// of what the pipe adds, at p50 and at p99 ("crishim added / pipe
+	// added"): 1 would be the cost of the hop alone. null where the pipe
+	// added nothing measurable (0 or less: noise).
+	OverPipeP50 map[string]*float64 `json:"added_over_pipe_p50"`
+	OverPipeP99 map[string]*float64 `json:"added_over_pipe_p99"`
 	// crishim's CPU time per 1000 calls during the run, in milliseconds
 	// (at the 10 ms resolution of /proc).
 	CrishimCPUPer1000 float64 `json:"crishim_cpu_ms_per_1000_calls"`
@@ -85,17 +92,41 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 func (r *report) addLatency(backend, workload string, lat map[string][]time.Duration, crishimCPU time.Duration, crishimCalls int) {
 	row := latencyRow{Backend: backend, Workload: workload, Samples: len(lat["direct"]),
-		P50: map[string]float64{}, P99: map[string]float64{}, AddedP50: map[string]float64{}, Ratio: map[string]float64{}}
+		P50: map[string]float64{}, P99: map[string]float64{}, AddedP50: map[string]float64{}, AddedP99: map[string]float64{},
+		Ratio: map[string]float64{}, OverPipeP50: map[string]*float64{}, OverPipeP99: map[string]*float64{}}
 	for name, ds := range lat {
 		row.P50[name] = us(percentile(ds, 0.50))
 		row.P99[name] = us(percentile(ds, 0.99))
 	}
-	for _, name := range []string{"crishim", "crishim-grpc", "naive"} {
+	for _, name := range []string{"pipe", "crishim", "crishim-grpc", "naive"} {
 		row.AddedP50[name] = row.P50[name] - row.P50["direct"]
+		row.AddedP99[name] = row.P99[name] - row.P99["direct"]
 		row.Ratio[name] = row.P50[name] / row.P50["direct"]
+	}
+	for _, name := range []string{"crishim", "crishim-grpc", "naive"} {
+		row.OverPipeP50[name] = overPipe(row.AddedP50[name], row.AddedP50["pipe"])
+		row.OverPipeP99[name] = overPipe(row.AddedP99[name], row.AddedP99["pipe"])
 	}
 	row.CrishimCPUPer1000 = float64(crishimCPU.Milliseconds()) * 1000 / float64(max(crishimCalls, 1))
 	r.Latency = append(r.Latency, row)
+}
+
+// overPipe is added as a multiple of pipeAdded, nil if the pipe added
+// nothing to divide by.
+func overPipe(added, pipeAdded float64) *float64 {
+	if pipeAdded <= 0 {
+		return nil
+	}
+	m := added / pipeAdded
+	return &m
+}
+
+// multiple prints a multiple of the pipe's added latency, "-" for none.
+func multiple(m *float64) string {
+	if m == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", *m)
 }
 
 func (r *report) addThroughput(backend, workload, target string, perSec float64, cpuPer1000 time.Duration) {
@@ -138,10 +169,11 @@ func (r *report) print(w io.Writer, format string) error {
 	}
 	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tcrishim p50\tp99\tadded p50\tratio\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\t")
+	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
-			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"],
+		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%s\t%s\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
+			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["pipe"], l.P99["pipe"], l.AddedP50["pipe"],
+			l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"], multiple(l.OverPipeP50["crishim"]), multiple(l.OverPipeP99["crishim"]),
 			l.P50["crishim-grpc"], l.P99["crishim-grpc"], l.AddedP50["crishim-grpc"],
 			l.P50["naive"], l.P99["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000)
 	}

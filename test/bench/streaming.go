@@ -283,7 +283,8 @@ func measureStreaming(ctx context.Context, o options, rep *report, backend strin
 		rep.addStreaming(backend, wl.name, rates, crishimCPU.Seconds()/gib)
 	}
 	rep.Notes = append(rep.Notes, "streaming: the naive forwarder answers with containerd's own URLs (the streams go direct), "+
-		"and crishim-grpc streams as crishim does (--relay is for gRPC only), so neither is measured separately")
+		"crishim-grpc streams as crishim does (--relay is for gRPC only), and the pipe hands on the CRI call's URL, "+
+		"so none of them is measured separately")
 	return nil
 }
 
