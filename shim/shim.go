@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim/crishimv1"
@@ -21,6 +22,9 @@ type Options struct {
 	PIDTargetMode    string             // --pid-target-mode: auto (or empty), native, emulate
 	Containerd       *Containerd        // nil: containerd-native paths disabled
 	PIDTargetMetrics *metrics.PIDTarget // nil counts nothing
+
+	DebugImages       *allowlist.Policy    // nil: debug containers may run any image
+	DebugImageMetrics *metrics.DebugImages // nil counts nothing
 
 	StopSignalMode string           // --stop-signal-mode: auto (or empty), native, emulate
 	SignalMetrics  *metrics.Signals // nil counts nothing

@@ -54,6 +54,7 @@ type pidTarget struct {
 	rs         runtimeapi.RuntimeServiceClient
 	ctrd       *Containerd // nil: no containerd API
 	metrics    *metrics.PIDTarget
+	images     *debugImages
 	log        *slog.Logger
 	// pidNamespace is namespaces.PIDNamespace; unit tests replace it to play
 	// a runtime that puts containers in the wrong namespace.
@@ -81,6 +82,11 @@ func (p *pidTarget) createTarget(ctx context.Context, req *runtimeapi.CreateCont
 	if nsOpts.GetTargetId() == "" {
 		return nil, pidTargetReject, status.Errorf(codes.InvalidArgument,
 			"%s.target_id: empty, but pid is TARGET: name the container whose PID namespace to join", targetField)
+	}
+	// The image is judged before anything else reaches the runtime: a
+	// refused debug container leaves no trace there.
+	if err := p.images.check(ctx, req.GetConfig().GetImage()); err != nil {
+		return nil, pidTargetReject, err
 	}
 	mode, reason, err := p.decide(ctx)
 	if err != nil {
@@ -218,10 +224,16 @@ func containerdStatus(err error, format string, args ...any) error {
 
 func (s *Shim) newPIDTarget() *pidTarget {
 	return &pidTarget{
-		configured:   configuredMode(s.opts.PIDTargetMode),
-		rs:           s.runtimeClient(),
-		ctrd:         s.opts.Containerd,
-		metrics:      s.opts.PIDTargetMetrics,
+		configured: configuredMode(s.opts.PIDTargetMode),
+		rs:         s.runtimeClient(),
+		ctrd:       s.opts.Containerd,
+		metrics:    s.opts.PIDTargetMetrics,
+		images: &debugImages{
+			policy:  s.opts.DebugImages,
+			images:  runtimeapi.NewImageServiceClient(s.backend.ImageConn()),
+			metrics: s.opts.DebugImageMetrics,
+			log:     s.logger("debug-images"),
+		},
 		log:          s.logger("pid-target"),
 		pidNamespace: namespaces.PIDNamespace,
 	}

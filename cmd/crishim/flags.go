@@ -28,6 +28,7 @@ type config struct {
 	target          targetConfig
 	stopSignal      stopSignalConfig
 	streaming       streamingConfig
+	debugImages     debugImagesConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -46,6 +47,7 @@ func parseFlags(args []string) (config, error) {
 	c.target.register(fs)
 	c.stopSignal.register(fs)
 	c.streaming.register(fs)
+	c.debugImages.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -90,6 +92,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.streaming.finish(); err != nil {
+		return c, err
+	}
+	if err := c.debugImages.finish(); err != nil {
 		return c, err
 	}
 	return c, nil

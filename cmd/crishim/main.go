@@ -77,6 +77,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	signalMetrics := metrics.NewSignals()
 	streamMetrics := metrics.NewStreaming()
 	idempotentMetrics := metrics.NewIdempotent()
+	debugImageMetrics := metrics.NewDebugImages()
+	watchDebugImages(watchCtx, cfg.debugImages.policy, log)
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -93,6 +95,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		SignalMetrics:    signalMetrics,
 		Streaming:        streams,
 
+		DebugImages:       cfg.debugImages.policy,
+		DebugImageMetrics: debugImageMetrics,
+
 		IdempotentMetrics: idempotentMetrics,
 	})
 	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
@@ -101,6 +106,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.Registry.MustRegister(signalMetrics)
 	m.Registry.MustRegister(streamMetrics)
 	m.Registry.MustRegister(idempotentMetrics)
+	m.Registry.MustRegister(debugImageMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
