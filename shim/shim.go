@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/crishim/crishim/allowlist"
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim/crishimv1"
@@ -32,6 +33,8 @@ type Options struct {
 	Streaming *streaming.Server // nil: Exec, Attach, PortForward pass through with the runtime's URLs
 
 	IdempotentMetrics *metrics.Idempotent // nil counts nothing
+
+	Audit *audit.Log // nil audits nothing
 }
 
 // Shim implements the intercepted CRI calls and the crishim.v1 API on top of
@@ -65,6 +68,7 @@ func (s *Shim) Intercepted() []proxy.Method {
 	var methods []proxy.Method
 	methods = append(methods, s.containerMethods()...)
 	methods = append(methods, s.streamMethods()...)
+	methods = append(methods, s.execSyncMethods()...)
 	return methods
 }
 

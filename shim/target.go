@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/namespaces"
 )
@@ -55,6 +56,7 @@ type pidTarget struct {
 	ctrd       *Containerd // nil: no containerd API
 	metrics    *metrics.PIDTarget
 	images     *debugImages
+	audit      *audit.Log
 	log        *slog.Logger
 	// pidNamespace is namespaces.PIDNamespace; unit tests replace it to play
 	// a runtime that puts containers in the wrong namespace.
@@ -73,8 +75,13 @@ func (p *pidTarget) create(ctx context.Context, req *runtimeapi.CreateContainerR
 	if nsOpts.GetPid() != runtimeapi.NamespaceMode_TARGET {
 		return p.rs.CreateContainer(toRuntime(ctx), req)
 	}
+	sess := p.audit.Start(auditDebugStart(req))
 	resp, mode, err := p.createTarget(ctx, req, nsOpts)
 	p.metrics.Request("create", mode, status.Code(err).String())
+	sess.End(func(ev *audit.Event) {
+		auditEnd(err)(ev)
+		ev.ContainerID = resp.GetContainerId()
+	})
 	return resp, err
 }
 
@@ -234,6 +241,7 @@ func (s *Shim) newPIDTarget() *pidTarget {
 			metrics: s.opts.DebugImageMetrics,
 			log:     s.logger("debug-images"),
 		},
+		audit:        s.opts.Audit,
 		log:          s.logger("pid-target"),
 		pidNamespace: namespaces.PIDNamespace,
 	}

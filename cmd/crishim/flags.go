@@ -29,6 +29,7 @@ type config struct {
 	stopSignal      stopSignalConfig
 	streaming       streamingConfig
 	debugImages     debugImagesConfig
+	audit           auditConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -48,6 +49,7 @@ func parseFlags(args []string) (config, error) {
 	c.stopSignal.register(fs)
 	c.streaming.register(fs)
 	c.debugImages.register(fs)
+	c.audit.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -95,6 +97,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.debugImages.finish(); err != nil {
+		return c, err
+	}
+	if err := c.audit.finish(); err != nil {
 		return c, err
 	}
 	return c, nil

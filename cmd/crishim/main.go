@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
@@ -78,6 +79,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	streamMetrics := metrics.NewStreaming()
 	idempotentMetrics := metrics.NewIdempotent()
 	debugImageMetrics := metrics.NewDebugImages()
+	auditMetrics := metrics.NewAudit()
+	auditLog, err := audit.Open(cfg.audit.Config, auditMetrics, log.With("feature", "audit"))
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	cfg.streaming.Audit = auditLog
 	watchDebugImages(watchCtx, cfg.debugImages.policy, log)
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
@@ -97,6 +105,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 		DebugImages:       cfg.debugImages.policy,
 		DebugImageMetrics: debugImageMetrics,
+		Audit:             auditLog,
 
 		IdempotentMetrics: idempotentMetrics,
 	})
@@ -107,6 +116,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.Registry.MustRegister(streamMetrics)
 	m.Registry.MustRegister(idempotentMetrics)
 	m.Registry.MustRegister(debugImageMetrics)
+	m.Registry.MustRegister(auditMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
@@ -141,7 +151,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer ln.Close()
 	var httpSrv *metrics.HTTPServer
 	if cfg.metricsAddress != "" {
-		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, readiness(backend.Ready, streams), log); err != nil {
+		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, withAudit(readiness(backend.Ready, streams), auditLog), log); err != nil {
 			return err
 		}
 	}
