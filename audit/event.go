@@ -1,6 +1,12 @@
 package audit
 
-import "time"
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
 
 // Kinds of session.
 const (
@@ -55,3 +61,18 @@ type Event struct {
 
 // Ptr is a field value of the ended event.
 func Ptr[T any](v T) *T { return &v }
+
+// Decode reads an audit log's lines back (tools, tests).
+func Decode(r io.Reader) ([]Event, error) {
+	var evs []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return evs, fmt.Errorf("audit log line %d: %w", n, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, sc.Err()
+}

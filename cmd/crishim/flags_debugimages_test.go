@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -26,15 +25,9 @@ func TestDebugImageFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseFlags(tt.args)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want one mentioning %q", err, tt.err)
-				}
+			c, ok := parseFlagsOrErr(t, tt.args, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := c.debugImages.policy.Enforced(); got != tt.enforced {
 				t.Errorf("enforced = %v, want %v", got, tt.enforced)

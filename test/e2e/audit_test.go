@@ -1,18 +1,16 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/tools/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
 )
@@ -24,14 +22,9 @@ func readAudit(t *testing.T, path string) []audit.Event {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var evs []audit.Event
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var ev audit.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		evs = append(evs, ev)
+	evs, err := audit.Decode(f)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return evs
 }
