@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
@@ -22,7 +23,9 @@ const notifyParallel = 16
 
 // Notify runs a notifier in every selected pod's containers that declare
 // it, and answers per pod and container.
-func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (*crishimv1.NotifyResponse, error) {
+func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (resp *crishimv1.NotifyResponse, err error) {
+	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId()})
+	defer func() { sess.End(auditEnd(err)) }()
 	g := a.shim.signals
 	name := req.GetNotifier()
 	if name == "" {
@@ -37,7 +40,7 @@ func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (*crishi
 		return nil, err
 	}
 	var runs []notifierRun
-	resp := &crishimv1.NotifyResponse{}
+	resp = &crishimv1.NotifyResponse{}
 	for _, pod := range pods {
 		decls := declarations(pod.GetAnnotations(), name)
 		if len(decls) == 0 {

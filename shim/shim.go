@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/crishim/crishim/allowlist"
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim/crishimv1"
@@ -22,12 +24,17 @@ type Options struct {
 	Containerd       *Containerd        // nil: containerd-native paths disabled
 	PIDTargetMetrics *metrics.PIDTarget // nil counts nothing
 
+	DebugImages       *allowlist.Policy    // nil: debug containers may run any image
+	DebugImageMetrics *metrics.DebugImages // nil counts nothing
+
 	StopSignalMode string           // --stop-signal-mode: auto (or empty), native, emulate
 	SignalMetrics  *metrics.Signals // nil counts nothing
 
 	Streaming *streaming.Server // nil: Exec, Attach, PortForward pass through with the runtime's URLs
 
 	IdempotentMetrics *metrics.Idempotent // nil counts nothing
+
+	Audit *audit.Log // nil audits nothing
 }
 
 // Shim implements the intercepted CRI calls and the crishim.v1 API on top of
@@ -61,6 +68,7 @@ func (s *Shim) Intercepted() []proxy.Method {
 	var methods []proxy.Method
 	methods = append(methods, s.containerMethods()...)
 	methods = append(methods, s.streamMethods()...)
+	methods = append(methods, s.execSyncMethods()...)
 	return methods
 }
 

@@ -7,12 +7,22 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
 // Signal sends a signal to a container's init process, once: the operator's
 // way to a config reload (SIGHUP) in an image without a kill binary.
-func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (*crishimv1.SignalResponse, error) {
+func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (resp *crishimv1.SignalResponse, err error) {
+	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindSignal, ContainerID: req.GetContainerId(), Signal: req.GetSignal()})
+	defer func() {
+		sess.End(func(ev *audit.Event) {
+			auditEnd(err)(ev)
+			if resp != nil {
+				ev.ContainerID, ev.PodSandboxID, ev.Signal = resp.GetContainerId(), resp.GetPodSandboxId(), resp.GetSignal()
+			}
+		})
+	}()
 	g := a.shim.signals
 	id := strings.TrimSpace(req.GetContainerId())
 	if id == "" {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/streaming"
 )
@@ -32,10 +33,11 @@ func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimea
 	if err := validateExec(req); err != nil {
 		return nil, err
 	}
-	if err := s.streamContainerRunning(ctx, req.GetContainerId()); err != nil {
+	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
+	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.Issue(streaming.Exec, req)
+	url, err := s.opts.Streaming.IssueFor(streaming.Exec, req, who)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +48,11 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 	if err := validateAttach(req); err != nil {
 		return nil, err
 	}
-	if err := s.streamContainerRunning(ctx, req.GetContainerId()); err != nil {
+	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
+	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.Issue(streaming.Attach, req)
+	url, err := s.opts.Streaming.IssueFor(streaming.Attach, req, who)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +63,11 @@ func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardReque
 	if err := validatePortForward(req); err != nil {
 		return nil, err
 	}
-	if err := s.streamSandboxReady(ctx, req.GetPodSandboxId()); err != nil {
+	who, err := s.streamSandboxReady(ctx, req.GetPodSandboxId())
+	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.Issue(streaming.PortForward, req)
+	url, err := s.opts.Streaming.IssueFor(streaming.PortForward, req, who)
 	if err != nil {
 		return nil, err
 	}
@@ -112,33 +116,35 @@ func validatePortForward(req *runtimeapi.PortForwardRequest) error {
 	return nil
 }
 
-// streamContainerRunning: exec and attach need a running container.
-func (s *Shim) streamContainerRunning(ctx context.Context, id string) error {
+// streamContainerRunning: exec and attach need a running container. It
+// answers who the stream reaches, for the audit log.
+func (s *Shim) streamContainerRunning(ctx context.Context, id string) (audit.Event, error) {
 	resp, err := s.runtimeClient().ContainerStatus(toRuntime(ctx), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if status.Code(err) == codes.NotFound {
-		return status.Errorf(codes.NotFound, "container_id %q: no such container", id)
+		return audit.Event{}, status.Errorf(codes.NotFound, "container_id %q: no such container", id)
 	}
 	if err != nil {
-		return err // the runtime's own status, e.g. Unavailable
+		return audit.Event{}, err // the runtime's own status, e.g. Unavailable
 	}
 	if st := resp.GetStatus().GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
-		return status.Errorf(codes.FailedPrecondition, "container_id %q: container is %s, not running", id, st)
+		return audit.Event{}, status.Errorf(codes.FailedPrecondition, "container_id %q: container is %s, not running", id, st)
 	}
-	return nil
+	return auditWho(resp.GetStatus()), nil
 }
 
 // streamSandboxReady: port-forward needs a ready pod sandbox (its network
 // namespace is where the ports are).
-func (s *Shim) streamSandboxReady(ctx context.Context, id string) error {
+func (s *Shim) streamSandboxReady(ctx context.Context, id string) (audit.Event, error) {
 	resp, err := s.runtimeClient().PodSandboxStatus(toRuntime(ctx), &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	if status.Code(err) == codes.NotFound {
-		return status.Errorf(codes.NotFound, "pod_sandbox_id %q: no such pod sandbox", id)
+		return audit.Event{}, status.Errorf(codes.NotFound, "pod_sandbox_id %q: no such pod sandbox", id)
 	}
 	if err != nil {
-		return err
+		return audit.Event{}, err
 	}
 	if st := resp.GetStatus().GetState(); st != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return status.Errorf(codes.FailedPrecondition, "pod_sandbox_id %q: pod sandbox is %s, not ready", id, st)
+		return audit.Event{}, status.Errorf(codes.FailedPrecondition, "pod_sandbox_id %q: pod sandbox is %s, not ready", id, st)
 	}
-	return nil
+	md := resp.GetStatus().GetMetadata()
+	return audit.Event{PodNamespace: md.GetNamespace(), PodName: md.GetName(), PodUID: md.GetUid(), PodSandboxID: id}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/namespaces"
 )
@@ -54,6 +55,8 @@ type pidTarget struct {
 	rs         runtimeapi.RuntimeServiceClient
 	ctrd       *Containerd // nil: no containerd API
 	metrics    *metrics.PIDTarget
+	images     *debugImages
+	audit      *audit.Log
 	log        *slog.Logger
 	// pidNamespace is namespaces.PIDNamespace; unit tests replace it to play
 	// a runtime that puts containers in the wrong namespace.
@@ -72,8 +75,13 @@ func (p *pidTarget) create(ctx context.Context, req *runtimeapi.CreateContainerR
 	if nsOpts.GetPid() != runtimeapi.NamespaceMode_TARGET {
 		return p.rs.CreateContainer(toRuntime(ctx), req)
 	}
+	sess := p.audit.Start(auditDebugStart(req))
 	resp, mode, err := p.createTarget(ctx, req, nsOpts)
 	p.metrics.Request("create", mode, status.Code(err).String())
+	sess.End(func(ev *audit.Event) {
+		auditEnd(err)(ev)
+		ev.ContainerID = resp.GetContainerId()
+	})
 	return resp, err
 }
 
@@ -81,6 +89,11 @@ func (p *pidTarget) createTarget(ctx context.Context, req *runtimeapi.CreateCont
 	if nsOpts.GetTargetId() == "" {
 		return nil, pidTargetReject, status.Errorf(codes.InvalidArgument,
 			"%s.target_id: empty, but pid is TARGET: name the container whose PID namespace to join", targetField)
+	}
+	// The image is judged before anything else reaches the runtime: a
+	// refused debug container leaves no trace there.
+	if err := p.images.check(ctx, req.GetConfig().GetImage()); err != nil {
+		return nil, pidTargetReject, err
 	}
 	mode, reason, err := p.decide(ctx)
 	if err != nil {
@@ -218,10 +231,17 @@ func containerdStatus(err error, format string, args ...any) error {
 
 func (s *Shim) newPIDTarget() *pidTarget {
 	return &pidTarget{
-		configured:   configuredMode(s.opts.PIDTargetMode),
-		rs:           s.runtimeClient(),
-		ctrd:         s.opts.Containerd,
-		metrics:      s.opts.PIDTargetMetrics,
+		configured: configuredMode(s.opts.PIDTargetMode),
+		rs:         s.runtimeClient(),
+		ctrd:       s.opts.Containerd,
+		metrics:    s.opts.PIDTargetMetrics,
+		images: &debugImages{
+			policy:  s.opts.DebugImages,
+			images:  runtimeapi.NewImageServiceClient(s.backend.ImageConn()),
+			metrics: s.opts.DebugImageMetrics,
+			log:     s.logger("debug-images"),
+		},
+		audit:        s.opts.Audit,
 		log:          s.logger("pid-target"),
 		pidNamespace: namespaces.PIDNamespace,
 	}

@@ -164,6 +164,13 @@ func (f *targetFakeRuntime) StopContainer(_ context.Context, in *runtimeapi.Stop
 // connected to it.
 func serveFakeRuntime(t *testing.T, rt runtimeapi.RuntimeServiceServer) *proxy.Backend {
 	t.Helper()
+	return serveFakeRuntimeAndImages(t, rt, nil)
+}
+
+// serveFakeRuntimeAndImages serves img too (nil: none) on the same socket,
+// as containerd does.
+func serveFakeRuntimeAndImages(t *testing.T, rt runtimeapi.RuntimeServiceServer, img runtimeapi.ImageServiceServer) *proxy.Backend {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "runtime.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -171,6 +178,9 @@ func serveFakeRuntime(t *testing.T, rt runtimeapi.RuntimeServiceServer) *proxy.B
 	}
 	gs := grpc.NewServer()
 	runtimeapi.RegisterRuntimeServiceServer(gs, rt)
+	if img != nil {
+		runtimeapi.RegisterImageServiceServer(gs, img)
+	}
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
 	b, err := proxy.Dial(proxy.BackendOptions{RuntimeEndpoint: "unix://" + sock})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/crishim/crishim/audit"
 )
 
 // Config configures the streaming server. The defaults are DESIGN.md's.
@@ -25,6 +27,10 @@ type Config struct {
 	// AllowInsecure permits plain HTTP on a non-loopback address
 	// (--streaming-allow-insecure).
 	AllowInsecure bool
+
+	// Audit records each session's start and end (--audit-log); nil
+	// records nothing. Not a flag of the streaming server's own.
+	Audit *audit.Log
 
 	// idleTimeout replaces defaultIdleTimeout (tests).
 	idleTimeout time.Duration

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 )
 
@@ -135,6 +136,12 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 	return s, nil
 }
 
+// pending is what a token stands for.
+type pending struct {
+	req any
+	who audit.Event
+}
+
 // Addr is the bound address (useful with port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -145,7 +152,13 @@ func (s *Server) BaseURL() string { return s.base }
 // req is the decoded CRI request (*runtimeapi.ExecRequest for Exec, and so
 // on); it is sent to the runtime as it is when the URL is used.
 func (s *Server) Issue(kind Kind, req any) (string, error) {
-	token, err := s.cache.insert(kind, req)
+	return s.IssueFor(kind, req, audit.Event{})
+}
+
+// IssueFor is Issue for a request whose pod and container the caller
+// knows: who fills the session's audit events.
+func (s *Server) IssueFor(kind Kind, req any, who audit.Event) (string, error) {
+	token, err := s.cache.insert(kind, pending{req: req, who: who})
 	if err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			s.metrics.TokenRejected(string(kind), "full")

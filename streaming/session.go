@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 )
 
@@ -33,7 +34,7 @@ const runtimeCallTimeout = 30 * time.Second
 // runtime for its own URL, then proxy the upgraded connection there.
 func (s *Server) handler(kind Kind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, res := s.cache.consume(kind, r.PathValue("token"))
+		stored, res := s.cache.consume(kind, r.PathValue("token"))
 		switch res {
 		case unknown:
 			s.metrics.TokenRejected(string(kind), "unknown")
@@ -44,6 +45,8 @@ func (s *Server) handler(kind Kind) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
+		p, _ := stored.(pending)
+		req := p.req
 		if !httpstream.IsUpgradeRequest(r) {
 			http.Error(w, "crishim: stream URLs serve SPDY or WebSocket upgrades only", http.StatusBadRequest)
 			return
@@ -54,6 +57,11 @@ func (s *Server) handler(kind Kind) http.Handler {
 			return
 		}
 		defer s.finish(sess)
+		audited := s.cfg.Audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
+		if audited != nil && kind == Exec {
+			sess.tap = newExitTap(r)
+		}
+		defer func() { audited.End(sess.auditEnd) }()
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
 
@@ -79,6 +87,34 @@ func (s *Server) handler(kind Kind) http.Handler {
 		log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 	})
+}
+
+// auditStart is the session's started event: who it reaches, what it runs.
+func auditStart(kind Kind, req any, who audit.Event, remote string) audit.Event {
+	ev := who
+	ev.Kind = string(kind)
+	ev.ClientAddress = remote
+	switch r := req.(type) {
+	case *runtimeapi.ExecRequest:
+		ev.ContainerID, ev.Argv, ev.TTY, ev.Stdin = r.GetContainerId(), r.GetCmd(), r.GetTty(), r.GetStdin()
+	case *runtimeapi.AttachRequest:
+		ev.ContainerID, ev.TTY, ev.Stdin = r.GetContainerId(), r.GetTty(), r.GetStdin()
+	case *runtimeapi.PortForwardRequest:
+		ev.PodSandboxID, ev.Ports = r.GetPodSandboxId(), r.GetPort()
+	}
+	return ev
+}
+
+// auditEnd adds how the session went to its ended event.
+func (sess *session) auditEnd(ev *audit.Event) {
+	ev.BytesToRuntime = audit.Ptr(sess.toRuntime.Load())
+	ev.BytesToClient = audit.Ptr(sess.toClient.Load())
+	if sess.err != nil {
+		ev.Error = sess.err.Error()
+	}
+	if code, ok := sess.exitCode(); ok {
+		ev.ExitCode = audit.Ptr(code)
+	}
 }
 
 // withTarget names what the stream reaches, for the log (never for metrics).
@@ -175,6 +211,10 @@ type session struct {
 	err    error
 
 	toRuntime, toClient atomic.Int64
+
+	// tap, when set, sees the bytes of both directions (an audited exec:
+	// its exit code). nil keeps the copy in the kernel.
+	tap *exitTap
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -289,6 +329,14 @@ func (sess *session) copyEnded() {
 	sess.mu.Unlock()
 }
 
+// exitCode is the exec's exit code, when its streams said it.
+func (sess *session) exitCode() (int32, bool) {
+	if sess.tap == nil {
+		return 0, false
+	}
+	return sess.tap.exitCode()
+}
+
 // waitCopies waits for the copies running now; the connections are closed,
 // so they are at their end.
 func (sess *session) waitCopies() {
@@ -304,20 +352,26 @@ func (sess *session) waitCopies() {
 
 // ReadFrom copies from the client to the runtime.
 func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
-	return c.copy(c.Conn, r, c.countToRuntime)
+	return c.copy(c.Conn, r, c.countToRuntime, true)
 }
 
 // WriteTo copies from the runtime to the client.
 func (c *countingConn) WriteTo(w io.Writer) (int64, error) {
-	return c.copy(w, c.Conn, c.countToClient)
+	return c.copy(w, c.Conn, c.countToClient, false)
 }
 
 // copy is both directions of the stream: in the kernel with spliceCounted
 // when both ends are sockets, through net's own splice where only the
 // destination can take it, else through a buffer (a *tls.Conn).
-func (c *countingConn) copy(dst io.Writer, src io.Reader, count func(int64)) (int64, error) {
+func (c *countingConn) copy(dst io.Writer, src io.Reader, count func(int64), toRuntime bool) (int64, error) {
 	c.sess.copyStarted()
 	defer c.sess.copyEnded()
+	if c.sess.tap != nil {
+		tw, end := c.sess.tap.writer(toRuntime)
+		defer end()
+		// Through a buffer: what reaches dst is then parsed, whole.
+		return io.Copy(countingWriter{dst, count}, io.TeeReader(src, tw))
+	}
 	if n, err, ok := spliceCounted(dst, src, count); ok {
 		return n, err
 	}

@@ -29,6 +29,8 @@ type config struct {
 	stopSignal      stopSignalConfig
 	streaming       streamingConfig
 	notifications   notificationsConfig
+	debugImages     debugImagesConfig
+	audit           auditConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -48,6 +50,8 @@ func parseFlags(args []string) (config, error) {
 	c.stopSignal.register(fs)
 	c.streaming.register(fs)
 	c.notifications.register(fs)
+	c.debugImages.register(fs)
+	c.audit.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -95,6 +99,12 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.notifications.finish(); err != nil {
+		return c, err
+	}
+	if err := c.debugImages.finish(); err != nil {
+		return c, err
+	}
+	if err := c.audit.finish(); err != nil {
 		return c, err
 	}
 	return c, nil

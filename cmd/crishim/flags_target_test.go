@@ -25,15 +25,9 @@ func TestTargetFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseFlags(tt.args)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want one mentioning %q", err, tt.err)
-				}
+			c, ok := parseFlagsOrErr(t, tt.args, tt.err)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := c.target
 			if got.pidTargetMode != tt.mode || got.containerdAddress != tt.address || got.containerdNamespace != tt.namespace {
@@ -41,4 +35,21 @@ func TestTargetFlags(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseFlagsOrErr parses args; with wantErr set it checks the error names
+// it and says there is no config to look at.
+func parseFlagsOrErr(t *testing.T, args []string, wantErr string) (config, bool) {
+	t.Helper()
+	c, err := parseFlags(args)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err %v, want one mentioning %q", err, wantErr)
+		}
+		return c, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, true
 }

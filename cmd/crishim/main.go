@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
@@ -78,6 +79,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	streamMetrics := metrics.NewStreaming()
 	idempotentMetrics := metrics.NewIdempotent()
 	notificationMetrics := metrics.NewNotifications()
+	debugImageMetrics := metrics.NewDebugImages()
+	auditMetrics := metrics.NewAudit()
+	auditLog, err := audit.Open(cfg.audit.Config, auditMetrics, log.With("feature", "audit"))
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	cfg.streaming.Audit = auditLog
+	watchDebugImages(watchCtx, cfg.debugImages.policy, log)
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -94,6 +104,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		SignalMetrics:    signalMetrics,
 		Streaming:        streams,
 
+		DebugImages:       cfg.debugImages.policy,
+		DebugImageMetrics: debugImageMetrics,
+		Audit:             auditLog,
+
 		IdempotentMetrics: idempotentMetrics,
 	})
 	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
@@ -103,6 +117,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.Registry.MustRegister(streamMetrics)
 	m.Registry.MustRegister(idempotentMetrics)
 	m.Registry.MustRegister(notificationMetrics)
+	m.Registry.MustRegister(debugImageMetrics)
+	m.Registry.MustRegister(auditMetrics)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
@@ -137,7 +153,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer ln.Close()
 	var httpSrv *metrics.HTTPServer
 	if cfg.metricsAddress != "" {
-		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, readiness(backend.Ready, streams), log); err != nil {
+		if httpSrv, err = metrics.Listen(cfg.metricsAddress, m, withAudit(readiness(backend.Ready, streams), auditLog), log); err != nil {
 			return err
 		}
 	}

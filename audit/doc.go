@@ -1,0 +1,6 @@
+// Package audit writes crishim's audit log (--audit-log): one JSON line when
+// a session starts and one when it ends, sharing an ID, for every exec,
+// attach and port-forward through crishim's streaming server, every debug
+// container create, every crishim.v1 Signal and Notify call, and ExecSync
+// when asked. Never a token, never stream contents.
+package audit

@@ -1,0 +1,181 @@
+package audit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// Config is the audit flags, named as kube-apiserver's.
+type Config struct {
+	Path       string // --audit-log; "-" is stdout; empty disables
+	MaxSizeMB  int    // --audit-log-maxsize: rotate past this many MiB
+	MaxBackups int    // --audit-log-maxbackup: rotated files kept (0: all)
+	MaxAgeDays int    // --audit-log-maxage: days rotated files are kept (0: forever)
+	Required   bool   // --audit-required: /readyz fails while events cannot be written
+	ExecSync   bool   // --audit-exec-sync
+}
+
+// Errors is what the log reports its write failures to (crishim_audit_errors_total).
+type Errors interface{ AuditError() }
+
+// Log is the audit log. A nil *Log records nothing.
+type Log struct {
+	cfg     Config
+	log     *slog.Logger
+	errs    Errors
+	mu      sync.Mutex // one line at a time, whole
+	w       io.Writer
+	closer  io.Closer
+	failing atomic.Pointer[error]
+}
+
+// Open opens (creates, mode 0600) the log at cfg.Path; nil when disabled.
+func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
+	if cfg.Path == "" {
+		return nil, nil
+	}
+	l := &Log{cfg: cfg, log: log, errs: errs}
+	if cfg.Path == "-" {
+		l.w = os.Stdout
+		return l, nil
+	}
+	// Created now, so a path crishim cannot write is a startup error, and
+	// made 0600 if it existed: the log names every shell opened on the node.
+	f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log: %w", err)
+	}
+	err = f.Chmod(0o600)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log: %w", err)
+	}
+	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: cfg.MaxSizeMB, MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
+	l.w, l.closer = lj, lj
+	return l, nil
+}
+
+// ExecSync says whether ExecSync calls are audited.
+func (l *Log) ExecSync() bool { return l != nil && l.cfg.ExecSync }
+
+// Close closes the file.
+func (l *Log) Close() error {
+	if l == nil || l.closer == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closer.Close()
+}
+
+// Ready fails while the last write failed, when events are required
+// (--audit-required): a node that cannot audit should not take work.
+func (l *Log) Ready(context.Context) error {
+	if l == nil || !l.cfg.Required {
+		return nil
+	}
+	if err := l.failing.Load(); err != nil {
+		return fmt.Errorf("audit log %s cannot be written: %w", l.cfg.Path, *err)
+	}
+	return nil
+}
+
+func (l *Log) write(ev *Event) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		l.failed(ev, fmt.Errorf("encode: %w", err))
+		return
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	_, err = l.w.Write(b)
+	l.mu.Unlock()
+	if err != nil {
+		l.failed(ev, err)
+		return
+	}
+	if prev := l.failing.Swap(nil); prev != nil {
+		l.log.Info("audit log writable again", "path", l.cfg.Path)
+	}
+}
+
+// failed never drops an event silently: it is counted, logged with what it
+// said (never more than the event holds: no token, no stream data), and
+// makes crishim unready when required.
+func (l *Log) failed(ev *Event, err error) {
+	l.errs.AuditError()
+	l.failing.Store(&err)
+	l.log.Warn("audit event not written", "path", l.cfg.Path, "err", err,
+		"id", ev.ID, "stage", ev.Stage, "kind", ev.Kind, "container_id", ev.ContainerID, "pod_sandbox_id", ev.PodSandboxID)
+}
+
+// Session is one audited session between its two events.
+type Session struct {
+	l     *Log
+	start Event
+}
+
+// Start writes ev as a session's started event, with a fresh ID and the
+// time, and returns the session to End. Nil (and a no-op End) without a log.
+func (l *Log) Start(ev Event) *Session {
+	if l == nil {
+		return nil
+	}
+	ev.ID = newID()
+	ev.Time = time.Now().UTC()
+	ev.Stage = StageStarted
+	l.write(&ev)
+	return &Session{l: l, start: ev}
+}
+
+// End writes the ended event: the started event's fields, the duration,
+// and what fill adds (bytes, exit code, error).
+func (s *Session) End(fill func(*Event)) {
+	if s == nil {
+		return
+	}
+	ev := s.start
+	ev.Time = time.Now().UTC()
+	ev.Stage = StageEnded
+	ev.DurationSeconds = Ptr(ev.Time.Sub(s.start.Time).Seconds())
+	if fill != nil {
+		fill(&ev)
+	}
+	s.l.write(&ev)
+}
+
+// Update changes the started event's fields that the ended one repeats
+// (learned during the session: the container a create made).
+func (s *Session) Update(fill func(*Event)) {
+	if s != nil {
+		fill(&s.start)
+	}
+}
+
+// ID is the session's ID ("" without a log).
+func (s *Session) ID() string {
+	if s == nil {
+		return ""
+	}
+	return s.start.ID
+}
+
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(errors.Join(errors.New("crypto/rand"), err)) // never happens on Linux
+	}
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,128 @@
+package audit
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type countErrors struct{ n int }
+
+func (c *countErrors) AuditError() { c.n++ }
+
+func readEvents(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestStartEnd: a session is two lines sharing an ID, lowerCamelCase, the
+// end carrying duration, bytes and exit code; the file is 0600.
+func TestStartEnd(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Config{Path: path, MaxSizeMB: 1}, &countErrors{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := l.Start(Event{Kind: KindExec, PodNamespace: "ns", PodName: "web", ContainerID: "c1", Argv: []string{"sh"}, TTY: true, ClientAddress: "127.0.0.1:5"})
+	s.End(func(ev *Event) {
+		ev.BytesToRuntime, ev.BytesToClient, ev.ExitCode = Ptr(int64(10)), Ptr(int64(20)), Ptr(int32(3))
+	})
+	evs := readEvents(t, path)
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+	start, end := evs[0], evs[1]
+	if start["id"] == "" || start["id"] != end["id"] || start["stage"] != "started" || end["stage"] != "ended" {
+		t.Errorf("events %v / %v: want one id, started then ended", start, end)
+	}
+	for k, want := range map[string]any{"kind": "exec", "podNamespace": "ns", "podName": "web", "containerID": "c1", "tty": true, "clientAddress": "127.0.0.1:5"} {
+		if start[k] != want || end[k] != want {
+			t.Errorf("%s: %v / %v, want %v in both", k, start[k], end[k], want)
+		}
+	}
+	for k, want := range map[string]any{"bytesToRuntime": 10.0, "bytesToClient": 20.0, "exitCode": 3.0} {
+		if end[k] != want {
+			t.Errorf("end %s = %v, want %v", k, end[k], want)
+		}
+		if _, ok := start[k]; ok {
+			t.Errorf("start has %s", k)
+		}
+	}
+	if _, ok := end["durationSeconds"]; !ok {
+		t.Error("end lacks durationSeconds")
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+// TestWriteFailures: a failed write is counted, and makes /readyz fail
+// when the log is required, until a write succeeds again.
+func TestWriteFailures(t *testing.T) {
+	for _, required := range []bool{false, true} {
+		errs := &countErrors{}
+		fw := &failingWriter{err: errors.New("no space left on device")}
+		l := &Log{cfg: Config{Path: "/x", Required: required}, errs: errs, log: slog.New(slog.DiscardHandler), w: fw}
+		l.Start(Event{Kind: KindSignal}).End(nil)
+		if errs.n != 2 {
+			t.Errorf("required=%v: %d errors counted, want 2", required, errs.n)
+		}
+		err := l.Ready(context.Background())
+		if required != (err != nil) || (err != nil && !strings.Contains(err.Error(), "no space left")) {
+			t.Errorf("required=%v: Ready = %v", required, err)
+		}
+		fw.err = nil
+		l.Start(Event{Kind: KindSignal})
+		if err := l.Ready(context.Background()); err != nil {
+			t.Errorf("Ready after a good write: %v", err)
+		}
+	}
+}
+
+func TestNilLog(t *testing.T) {
+	var l *Log
+	l.Start(Event{}).End(nil)
+	if l.ExecSync() || l.Ready(context.Background()) != nil || l.Close() != nil {
+		t.Error("a nil log does something")
+	}
+	if l, err := Open(Config{}, nil, nil); l != nil || err != nil {
+		t.Errorf("Open with no path = %v, %v", l, err)
+	}
+	if _, err := Open(Config{Path: "/nonexistent/dir/audit.log"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--audit-log") {
+		t.Errorf("Open of an unwritable path = %v, want a --audit-log error", err)
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/crishim/crishim/audit"
+)
+
+// auditConfig holds the audit log flags, named as kube-apiserver's.
+type auditConfig struct{ audit.Config }
+
+func (c *auditConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Path, "audit-log", "", "file for the audit log (JSON lines, mode 0600; - for stdout): every exec, attach, port-forward, debug container, Signal and Notify; empty disables")
+	fs.IntVar(&c.MaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log when it reaches this many megabytes (0: never)")
+	fs.IntVar(&c.MaxBackups, "audit-log-maxbackup", 10, "rotated audit log files to keep (0: all)")
+	fs.IntVar(&c.MaxAgeDays, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")
+	fs.BoolVar(&c.Required, "audit-required", false, "fail /readyz while audit events cannot be written")
+	fs.BoolVar(&c.ExecSync, "audit-exec-sync", false, "audit ExecSync calls too (the kubelet's exec probes make many)")
+}
+
+func (c *auditConfig) finish() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"--audit-log-maxsize", c.MaxSizeMB}, {"--audit-log-maxbackup", c.MaxBackups}, {"--audit-log-maxage", c.MaxAgeDays}} {
+		if f.v < 0 {
+			return fmt.Errorf("%s %d: must not be negative", f.name, f.v)
+		}
+	}
+	if c.Path == "" && (c.Required || c.ExecSync) {
+		return fmt.Errorf("--audit-required and --audit-exec-sync need --audit-log")
+	}
+	return nil
+}
+
+// withAudit adds the audit log to readiness when it is required.
+func withAudit(ready func(context.Context) error, l *audit.Log) func(context.Context) error {
+	if l == nil {
+		return ready
+	}
+	return func(ctx context.Context) error {
+		if err := l.Ready(ctx); err != nil {
+			return err
+		}
+		return ready(ctx)
+	}
+}

@@ -1,0 +1,32 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Audit counts audit events that could not be written (--audit-log): a
+// full disk or an unwritable file is never silent. A nil *Audit counts
+// nothing.
+type Audit struct {
+	errors prometheus.Counter
+}
+
+// NewAudit creates the collector; register the result on crishim's
+// registry.
+func NewAudit() *Audit {
+	return &Audit{errors: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "crishim_audit_errors_total",
+		Help: "Audit events crishim could not write to --audit-log (full disk, unwritable file); each is also logged at warn.",
+	})}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Audit) Describe(ch chan<- *prometheus.Desc) { m.errors.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (m *Audit) Collect(ch chan<- prometheus.Metric) { m.errors.Collect(ch) }
+
+// AuditError counts one event not written.
+func (m *Audit) AuditError() {
+	if m != nil {
+		m.errors.Inc()
+	}
+}

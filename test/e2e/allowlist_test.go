@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// TestDebugImageAllowlist: crishim refuses a debug container (PID namespace
+// TARGET) whose image the allowlist does not name, before containerd sees
+// anything, however the image is named; and allows one whose tag resolves
+// to an allowed digest in containerd.
+func TestDebugImageAllowlist(t *testing.T) {
+	ctx := context.Background()
+	direct, images := criClients(t, testbed.Endpoint)
+	repoDigest := pinBusybox(t)
+	var img *runtimeapi.ImageStatusResponse
+	eventually(t, "containerd's CRI lists the pinned name as a repo digest", func() error {
+		var err error
+		img, err = images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testbed.BusyboxImage}, false)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(img.GetImage().GetRepoDigests(), repoDigest) {
+			return fmt.Errorf("repo digests %v", img.GetImage().GetRepoDigests())
+		}
+		return nil
+	})
+	imageID := img.GetImage().GetId()
+
+	t.Run("refused", func(t *testing.T) {
+		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", "registry.corp.example/debug/*")
+		rs, _ := criClients(t, p.Endpoint)
+		podID, pod, appID := podWithApp(t, rs, "allowlist-refused")
+		// As kubectl debug's kubelet sends it (the image ID, the pod spec's
+		// name beside it), and as a name.
+		for _, spec := range []*runtimeapi.ImageSpec{
+			{Image: imageID, UserSpecifiedImage: "busybox:crishim-test"},
+			{Image: testbed.BusyboxImage},
+		} {
+			before := containerIDs(t, direct)
+			cfg := debugConfig("dbg", appID, "exec sleep 3601")
+			cfg.Image = spec
+			_, err := rs.CreateContainer(ctx, podID, cfg, pod)
+			if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "--debug-image-allowlist") ||
+				!strings.Contains(err.Error(), spec.Image) {
+				t.Fatalf("CreateContainer of %s: %v; want PermissionDenied naming the image and --debug-image-allowlist", spec.Image, err)
+			}
+			if after := containerIDs(t, direct); len(after) != len(before) {
+				t.Errorf("containerd has %d containers after the refusal, %d before", len(after), len(before))
+			}
+		}
+		// crishimctl debug creates through crishim: the same refusal.
+		if out, err := crishimctl(t, p.Endpoint, "debug", "--target", appID, "--", "true"); err == nil || !strings.Contains(out, "PermissionDenied") {
+			t.Errorf("crishimctl debug with the target's (refused) image: %v\n%s", err, out)
+		}
+		// An ordinary container is no debug container: not checked.
+		startContainer(t, rs, podID, pod, containerConfig("plain", "exec sleep 3600", nil))
+		if m := metricsText(t, p.Metrics); !strings.Contains(m, `crishim_debug_image_checks_total{result="refused"} 3`) {
+			t.Errorf("refusals not counted:\n%s", grepLines(m, "crishim_debug_image"))
+		}
+	})
+
+	t.Run("image ID resolved to an allowed tag", func(t *testing.T) {
+		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", testbed.BusyboxImage)
+		rs, _ := criClients(t, p.Endpoint)
+		podID, pod, appID := podWithApp(t, rs, "allowlist-tag")
+		cfg := debugConfig("dbg", appID, "exec sleep 3601")
+		cfg.Image = &runtimeapi.ImageSpec{Image: imageID, UserSpecifiedImage: testbed.BusyboxImage}
+		if _, err := rs.CreateContainer(ctx, podID, cfg, pod); err != nil {
+			t.Errorf("CreateContainer of %s (tagged %s): %v", imageID, testbed.BusyboxImage, err)
+		}
+	})
+
+	t.Run("tag resolved to an allowed digest", func(t *testing.T) {
+		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", "registry.corp.example/debug/*,"+repoDigest)
+		rs, _ := criClients(t, p.Endpoint)
+		podID, pod, appID := podWithApp(t, rs, "allowlist-allowed")
+		for i, spec := range []*runtimeapi.ImageSpec{{Image: testbed.BusyboxImage}, {Image: imageID}} {
+			cfg := debugConfig("dbg"+string(rune('a'+i)), appID, "exec sleep 3601")
+			cfg.Image = spec
+			if _, err := rs.CreateContainer(ctx, podID, cfg, pod); err != nil {
+				t.Errorf("CreateContainer of %s (resolves to %s): %v", spec.Image, repoDigest, err)
+			}
+		}
+	})
+}
+
+// pinBusybox gives the harness's busybox a digest name as a registry pull
+// would (the offline import has none) and returns it.
+func pinBusybox(t *testing.T) string {
+	t.Helper()
+	c, err := client.New(strings.TrimPrefix(testbed.Endpoint, "unix://"), client.WithDefaultNamespace("k8s.io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	is := c.ImageService()
+	img, err := is.Get(ctx, testbed.BusyboxImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "docker.io/library/busybox@" + img.Target.Digest.String()
+	if _, err := is.Create(ctx, images.Image{Name: name, Target: img.Target}); err != nil && !errdefs.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// grepLines keeps the lines of s containing sub, for readable failures.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
