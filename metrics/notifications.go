@@ -27,7 +27,7 @@ func NewNotifications() *Notifications {
 		}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifications_apiserver_errors_total",
-			Help: "Failed apiserver requests of the Notification controller, by operation (watch, apply, delete, event).",
+			Help: "Failed apiserver requests of the Notification controller, by operation (watch, get, apply, delete, event).",
 		}, []string{"op"}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "crishim_notifications_expired_deleted_total",

@@ -45,21 +45,30 @@ func TestApplyObjectCarriesOnlyOwnEntries(t *testing.T) {
 	}
 }
 
-// TestOverlayResults: what this process wrote replaces a stale cached "started" entry, and is
-// forgotten once the cache shows a result.
+// TestOverlayResults: what this process wrote replaces a stale cached "started" entry of the
+// same Notification, even after the cache had caught up once (a relist can go back), and is
+// forgotten when the Notification is deleted.
 func TestOverlayResults(t *testing.T) {
-	c := &Controller{results: map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", ok)}}
-	mine := map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", running)}
-	c.overlayResults(mine)
-	if !mine["uid-p1"].ContainerNotificationStatuses[0].Succeed {
-		t.Errorf("stale started entry kept: %+v", mine["uid-p1"])
+	key := resultKey{"n1", "uid-p1"}
+	c := &Controller{results: map[resultKey]v1alpha1.PodNotificationStatus{key: entry("a", "p1", ok)}}
+	for range 2 {
+		mine := map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", running)}
+		c.overlayResults("n1", mine)
+		if !mine["uid-p1"].ContainerNotificationStatuses[0].Succeed {
+			t.Errorf("stale started entry kept: %+v", mine["uid-p1"])
+		}
+		c.overlayResults("n1", map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", ok)})
 	}
-	if _, kept := c.results["uid-p1"]; !kept {
-		t.Error("result forgotten before the cache showed it")
+	other := map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", running)}
+	c.overlayResults("n2", other)
+	if other["uid-p1"].ContainerNotificationStatuses[0].Succeed {
+		t.Error("another Notification's result was used")
 	}
-	c.overlayResults(map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", ok)})
-	if _, kept := c.results["uid-p1"]; kept {
-		t.Error("result kept after the cache caught up")
+	u := &unstructured.Unstructured{}
+	u.SetUID("n1")
+	c.forget(u)
+	if len(c.results) != 0 {
+		t.Errorf("results of a deleted Notification kept: %v", c.results)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -57,10 +58,11 @@ type Controller struct {
 
 	mu       sync.Mutex
 	inflight map[string]bool // pod UIDs whose run this process started and has not recorded
-	// results are the entries this process wrote last, by pod UID, until the informer's
-	// cache shows them: a reconcile that runs on a cache older than its own last write must
-	// neither take its own finished run for an interrupted one nor write the stale entry back.
-	results map[string]v1alpha1.PodNotificationStatus
+	// results are the entries this process wrote, by Notification UID and pod UID, until the
+	// Notification is deleted: a reconcile that runs on a cache older than its own last write
+	// (a watch that lags, a relist served from a lagging cache) must neither take its own
+	// finished run for an interrupted one nor write the stale entry back.
+	results map[resultKey]v1alpha1.PodNotificationStatus
 }
 
 // New creates a Controller; Run starts it.
@@ -77,7 +79,7 @@ func New(o Options) *Controller {
 		manager:  "crishim/" + o.NodeName,
 		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		inflight: map[string]bool{},
-		results:  map[string]v1alpha1.PodNotificationStatus{},
+		results:  map[resultKey]v1alpha1.PodNotificationStatus{},
 	}
 	// A plain informer over the dynamic client: the typed and dynamic informer factories
 	// would link every Kubernetes API group into crishim (some 40 MiB) for one resource.
@@ -98,6 +100,7 @@ func New(o Options) *Controller {
 	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: c.forget,
 	})
 	// The informer reconnects and relists by itself; the handler makes an unreachable
 	// apiserver a warning and a metric instead of silence.
@@ -187,13 +190,25 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		byUID[e.PodUID] = e
 	}
 	mine := c.ownEntries(n)
-	c.overlayResults(mine)
+	c.overlayResults(n.UID, mine)
 
 	// Entries this node wrote as started but whose result never came: this process did not
 	// start them, so an earlier crishim was cut off mid-run. Record that; never run again.
+	// The cache may lag, so a fresh read confirms it first: marking a finished run
+	// interrupted would be a lie that no later write corrects.
 	changed := false
+	var fresh map[string]v1alpha1.PodNotificationStatus
 	for uid, e := range mine {
 		if pending(e) && !c.isInflight(uid) {
+			if fresh == nil {
+				if fresh, err = c.liveEntries(ctx, n); err != nil {
+					return 0, err
+				}
+			}
+			if f, ok := fresh[uid]; ok && !pending(f) {
+				mine[uid] = f
+				continue
+			}
 			mine[uid] = failedEntry(e, reasonInterrupted, "crishim restarted while the notifier ran; it is not run again (no retries: create a new Notification)", time.Now())
 			c.o.Metrics.Run("interrupted")
 			changed = true
@@ -257,7 +272,7 @@ func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map
 	c.mu.Lock()
 	for _, p := range toRun {
 		uid := p.GetMetadata().GetUid()
-		c.results[uid] = mine[uid]
+		c.results[resultKey{n.UID, types.UID(uid)}] = mine[uid]
 	}
 	c.mu.Unlock()
 	// The runs happened: their results must be written; a failed write is retried from
@@ -265,22 +280,50 @@ func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map
 	return c.apply(ctx, n, mine)
 }
 
-// overlayResults puts the entries this process wrote over the cache's older copies, and
-// forgets those the cache has caught up with.
-func (c *Controller) overlayResults(mine map[string]v1alpha1.PodNotificationStatus) {
+// resultKey names one pod's entry in one Notification.
+type resultKey struct{ notification, pod types.UID }
+
+// overlayResults puts the entries this process wrote over the cache's older copies.
+func (c *Controller) overlayResults(notification types.UID, mine map[string]v1alpha1.PodNotificationStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for uid, e := range mine {
-		r, ok := c.results[uid]
-		if !ok {
-			continue
+	for uid := range mine {
+		if r, ok := c.results[resultKey{notification, types.UID(uid)}]; ok {
+			mine[uid] = r
 		}
-		if !pending(e) {
-			delete(c.results, uid)
-			continue
-		}
-		mine[uid] = r
 	}
+}
+
+// forget drops a deleted Notification's results.
+func (c *Controller) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.results {
+		if k.notification == u.GetUID() {
+			delete(c.results, k)
+		}
+	}
+}
+
+// liveEntries reads this node's entries from the apiserver, not the cache.
+func (c *Controller) liveEntries(ctx context.Context, n *v1alpha1.Notification) (map[string]v1alpha1.PodNotificationStatus, error) {
+	u, err := c.o.Dynamic.Resource(v1alpha1.Resource).Namespace(n.Namespace).Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		c.o.Metrics.APIError("get")
+		return nil, fmt.Errorf("read notification %s/%s: %w", n.Namespace, n.Name, err)
+	}
+	live, err := fromUnstructured(u)
+	if err != nil {
+		return nil, err
+	}
+	return c.ownEntries(live), nil
 }
 
 func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *runtimeapi.PodSandbox) v1alpha1.PodNotificationStatus {
@@ -314,7 +357,7 @@ func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *ru
 // arrived. Only nodes with entries take part.
 func (c *Controller) settleConditions(ctx context.Context, n *v1alpha1.Notification) error {
 	mine := c.ownEntries(n)
-	c.overlayResults(mine)
+	c.overlayResults(n.UID, mine)
 	if len(mine) == 0 {
 		return nil
 	}

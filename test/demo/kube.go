@@ -17,6 +17,8 @@ kind: Pod
 metadata:
   name: demo-app
   labels: {app: demo-app}
+  annotations:
+    notifier.crishim.io/app.quiesce: '{"exec":["sh","-c","echo quiesced at $(date) > /tmp/quiesced"]}'
 spec:
   terminationGracePeriodSeconds: 2
   containers:
@@ -26,12 +28,23 @@ spec:
     command: ["sh", "-c", "echo demo app up; exec sleep 3600"]
 `
 
+// kubeNotification asks every node to run the pod's quiesce notifier.
+const kubeNotification = `apiVersion: crishim.io/v1alpha1
+kind: Notification
+metadata:
+  name: demo-quiesce
+spec:
+  containerNotifierName: quiesce
+  podSelector:
+    matchLabels: {app: demo-app}
+`
+
 // showKube is the kubectl chapter: a real kubelet and kube-apiserver with crishim as the
 // kubelet's runtime (test/node). It reuses a node `make node` left running, and otherwise
 // starts one and removes it at the end.
 func showKube(ctx context.Context, crishimBin string) error {
 	say("A real Kubernetes node: kubelet -> crishim -> containerd, driven with kubectl")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := time.Now()
 	n, err := node.Up(ctx, node.Options{Index: 0, Crishim: crishimBin, Log: log})
 	if err != nil {
@@ -57,8 +70,16 @@ func showKube(ctx context.Context, crishimBin string) error {
 		{"", "", []string{"wait", "--for=condition=Ready", "pod/demo-app", "--timeout=120s"}},
 		{"kubectl logs demo-app", "", []string{"logs", "demo-app"}},
 		{"kubectl exec (the stream goes through crishim's streaming server)", "", []string{"exec", "demo-app", "--", "sh", "-c", "echo hello from $(hostname)"}},
-		{"kubectl debug --target=app: a debug container in the app's PID namespace", "ps\nexit\n",
-			[]string{"debug", "-i", "demo-app", "--image=docker.io/library/busybox:latest", "--image-pull-policy=IfNotPresent", "--target=app", "--container=debugger", "--", "sh"}},
+		{"kubectl debug --target=app: a debug container in the app's PID namespace runs ps", "",
+			[]string{"debug", "demo-app", "--image=docker.io/library/busybox:latest", "--image-pull-policy=IfNotPresent", "--target=app", "--container=debugger", "--", "sh", "-c", "ps; sleep 1"}},
+		{"", "", []string{"wait", "--for=jsonpath={.status.ephemeralContainerStatuses[0].state.terminated.reason}=Completed", "pod/demo-app", "--timeout=60s"}},
+		{"kubectl logs demo-app -c debugger: the app's sleep is PID 1 of the debug container's view", "", []string{"logs", "demo-app", "-c", "debugger"}},
+		{"A Notification (crishim.io/v1alpha1): every node runs the pods' quiesce notifier once", kubeNotification, []string{"apply", "-f", "-"}},
+		{"", "", []string{"wait", "--for=condition=Succeeded", "notification/demo-quiesce", "--timeout=60s"}},
+		{"", "", []string{"get", "notifications"}},
+		{"", "", []string{"get", "notification", "demo-quiesce", "-o", "jsonpath={range .status.podNotificationStatuses[*]}{.nodeName} {.podName} {.containerNotificationStatuses[*].containerName} succeed={.containerNotificationStatuses[*].succeed}{\"\\n\"}{end}"}},
+		{"", "", []string{"exec", "demo-app", "--", "cat", "/tmp/quiesced"}},
+		{"", "", []string{"delete", "notification", "demo-quiesce"}},
 		{"kubectl delete pod demo-app", "", []string{"delete", "pod", "demo-app", "--wait=true", "--timeout=60s"}},
 	}
 	for _, s := range steps {
@@ -69,7 +90,7 @@ func showKube(ctx context.Context, crishimBin string) error {
 			return err
 		}
 	}
-	say("crishim's stream metrics: the kubelet's exec and attach came through crishim")
+	say("crishim's stream metrics: the kubelet's exec sessions came through crishim")
 	if err := printMetrics(ctx, strings.TrimPrefix(n.CrishimMetrics, "http://"), func(line string) bool {
 		return strings.HasPrefix(line, "crishim_stream_sessions_total")
 	}); err != nil {
