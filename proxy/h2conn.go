@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"sync"
@@ -32,6 +33,9 @@ const (
 	// direct with 64 KiB, 1.11 with 256 KiB). It costs about 1 MiB per
 	// client connection (its own buffers and its runtime connection's).
 	ioBufSize = 256 << 10
+	// idleBufSize is a connection's buffer size each way until it makes
+	// its first call.
+	idleBufSize = 4 << 10
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
@@ -40,8 +44,13 @@ const (
 // the order in which header blocks reach the wire.
 type h2conn struct {
 	nc net.Conn
+	r  io.Reader // the socket, under br
+	w  io.Writer // the socket, under bw
 	br *bufio.Reader
 	fr *http2.Framer
+	// grow: the connection made a call; its buffers become ioBufSize at
+	// the next moment they hold nothing (see growBuffers).
+	grow bool
 
 	wmu  sync.Mutex
 	bw   *bufio.Writer
@@ -62,19 +71,30 @@ type h2conn struct {
 	blocked        []*flow // flows waiting for this connection's window
 }
 
-func newH2conn(nc net.Conn) *h2conn {
+// newH2conn wraps nc; bufSize is its buffers' size each way to begin
+// with.
+func newH2conn(nc net.Conn, bufSize int) *h2conn {
 	r, w := newRawIO(nc)
 	c := &h2conn{
 		nc:             nc,
-		br:             bufio.NewReaderSize(r, ioBufSize),
-		bw:             bufio.NewWriterSize(w, ioBufSize),
+		r:              r,
+		w:              w,
+		br:             bufio.NewReaderSize(r, bufSize),
+		bw:             bufio.NewWriterSize(w, bufSize),
 		sendWin:        h2DefaultWindow,
 		recvAvail:      h2DefaultWindow,
 		peerInitWin:    h2DefaultWindow,
 		peerMaxFrame:   h2DefaultMaxFrame,
 		peerMaxStreams: math.MaxUint32,
 	}
-	c.fr = http2.NewFramer(nil, c.br)
+	// The framer reads through connReader so that growBuffers can swap br.
+	c.fr = http2.NewFramer(nil, connReader{c})
+	// RFC 9113 §4.2: a frame larger than the SETTINGS_MAX_FRAME_SIZE we
+	// advertised (we advertise none: 16 KiB) MUST be treated as a
+	// connection error of type FRAME_SIZE_ERROR. Without the limit the
+	// framer would take up to 16 MiB and keep a buffer that size for the
+	// connection's lifetime.
+	c.fr.SetMaxReadFrameSize(h2DefaultMaxFrame)
 	// Header blocks are decoded into fields; the payload of other frames
 	// is only valid until the next read, which suits a relay that copies
 	// each payload onward at once.
@@ -83,6 +103,30 @@ func newH2conn(nc net.Conn) *h2conn {
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	return c
+}
+
+// connReader is what the framer reads: whichever br the connection has.
+type connReader struct{ c *h2conn }
+
+func (r connReader) Read(p []byte) (int, error) { return r.c.br.Read(p) }
+
+// growBuffers gives a connection that made a call its full-size buffers,
+// at a moment when the small ones hold nothing: a connection that never
+// calls (or a hostile one) costs a few KiB, not half a MiB. Only the
+// connection's reader calls it.
+func (c *h2conn) growBuffers() {
+	if !c.grow || c.br.Buffered() > 0 {
+		return
+	}
+	if c.br.Size() < ioBufSize {
+		c.br = bufio.NewReaderSize(c.r, ioBufSize)
+	}
+	c.wmu.Lock()
+	if c.bw.Buffered() == 0 {
+		c.bw = bufio.NewWriterSize(c.w, ioBufSize)
+		c.grow = false
+	}
+	c.wmu.Unlock()
 }
 
 // maxHeaderListSize is grpc-go's default; metadata beyond it is refused by

@@ -245,8 +245,9 @@ func serveHandler(t *testing.T, sock string, h grpc.StreamHandler) *grpc.Server 
 // rawRuntime is an HTTP/2 server that answers each new stream the way a
 // test tells it to; it shows the relay frames grpc-go never sends.
 type rawRuntime struct {
-	mu    sync.Mutex
-	conns int
+	mu      sync.Mutex
+	conns   int
+	goAways []http2.ErrCode // received from the relay
 }
 
 type rawReply func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32)
@@ -276,14 +277,14 @@ func startRaw(t *testing.T, sock string, reply rawReply) *rawRuntime {
 			go func() {
 				defer wg.Done()
 				defer nc.Close()
-				serveRaw(nc, n, reply)
+				rr.serve(nc, n, reply)
 			}()
 		}
 	}()
 	return rr
 }
 
-func serveRaw(nc net.Conn, n int, reply rawReply) {
+func (rr *rawRuntime) serve(nc net.Conn, n int, reply rawReply) {
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(nc, preface); err != nil {
 		return
@@ -309,6 +310,10 @@ func serveRaw(nc net.Conn, n int, reply rawReply) {
 			}
 		case *http2.MetaHeadersFrame:
 			reply(n, fr, enc, &buf, f.StreamID)
+		case *http2.GoAwayFrame:
+			rr.mu.Lock()
+			rr.goAways = append(rr.goAways, f.ErrCode)
+			rr.mu.Unlock()
 		}
 	}
 }

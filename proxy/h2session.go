@@ -75,7 +75,7 @@ func newSession(r *relay, nc net.Conn) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
 		r:        r,
-		client:   newH2conn(nc),
+		client:   newH2conn(nc, idleBufSize),
 		ctx:      ctx,
 		cancel:   cancel,
 		streams:  map[uint32]*stream{},
@@ -115,6 +115,7 @@ func (s *session) run() {
 		for {
 			if !c.frameReady() {
 				s.flushAll(c)
+				c.growBuffers()
 			}
 			f, err = c.fr.ReadFrame()
 			var se http2.StreamError
@@ -135,14 +136,8 @@ func (s *session) run() {
 // connError answers a protocol violation with GOAWAY; other errors (the
 // client hung up) need no answer.
 func (s *session) connError(err error) {
-	var ce http2.ConnectionError
-	code := http2.ErrCode(0)
-	switch {
-	case errors.As(err, &ce):
-		code = http2.ErrCode(ce)
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		code = http2.ErrCodeFrameSize
-	default:
+	code, ok := goAwayCode(err)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -150,6 +145,19 @@ func (s *session) connError(err error) {
 	s.mu.Unlock()
 	s.client.writeGoAway(last, code, "crishim: "+code.String())
 	s.client.flush()
+}
+
+// goAwayCode says whether err is a protocol violation of the peer's, to be
+// answered with GOAWAY, and with which code.
+func goAwayCode(err error) (http2.ErrCode, bool) {
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &ce):
+		return http2.ErrCode(ce), true
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		return http2.ErrCodeFrameSize, true
+	}
+	return 0, false
 }
 
 // teardown ends the session once the client connection is gone: calls
@@ -321,6 +329,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	s.streams[id] = st
 	up.streams[st.uid] = st
+	c.grow = c.br.Size() < ioBufSize
 	if rt != routeLocal && s.r.observe != nil {
 		st.done = s.r.observe.CallStarted(path)
 	}
@@ -403,7 +412,7 @@ func (s *session) upstream(rt route) (*upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	up := &upstream{c: newH2conn(nc), route: rt, streams: map[uint32]*stream{}, nextID: 1}
+	up := &upstream{c: newH2conn(nc, ioBufSize), route: rt, streams: map[uint32]*stream{}, nextID: 1}
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

@@ -36,6 +36,12 @@ func (s *session) readUpstream(up *upstream) {
 		err = s.onUpstreamFrame(up, f)
 		s.mu.Unlock()
 	}
+	if code, ok := goAwayCode(err); ok {
+		// RFC 9113 §5.4.1: an endpoint that encounters a connection error
+		// SHOULD first send a GOAWAY frame.
+		c.writeGoAway(0, code, "crishim: "+code.String())
+		c.flush()
+	}
 	c.close()
 	s.mu.Lock()
 	s.upstreamGone(up, err)

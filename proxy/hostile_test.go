@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Hostile peers: each test sends what a broken or malicious client (or
+// runtime) might, and bounds what that may cost crishim: memory, other
+// clients' calls, shutdown, goroutines and descriptors.
+
+// frameHeader is a raw frame header announcing length bytes of payload.
+func frameHeader(length uint32, typ http2.FrameType, flags http2.Flags, id uint32) []byte {
+	h := make([]byte, 9)
+	h[0], h[1], h[2] = byte(length>>16), byte(length>>8), byte(length)
+	h[3], h[4] = byte(typ), byte(flags)
+	binary.BigEndian.PutUint32(h[5:], id)
+	return h
+}
+
+// expectGoAway reads until a GOAWAY, checks its code, then reads until the
+// relay hangs up.
+func (c *rawClient) expectGoAway(t *testing.T, code http2.ErrCode) *http2.GoAwayFrame {
+	t.Helper()
+	var ga *http2.GoAwayFrame
+	for ga == nil {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("connection ended without GOAWAY(%v): %v", code, err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			ga = f
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == [8]byte{'a', 'l', 'i', 'v', 'e', '?', '?', '?'} {
+				t.Fatalf("the relay went on serving, want GOAWAY(%v)", code)
+			}
+		}
+	}
+	if ga.ErrCode != code {
+		t.Fatalf("GOAWAY(%v) %q, want %v", ga.ErrCode, ga.DebugData(), code)
+	}
+	for {
+		if _, err := c.fr.ReadFrame(); err != nil {
+			return ga
+		}
+	}
+}
+
+// TestOversizedFrameIsAFrameSizeError: crishim advertises no
+// SETTINGS_MAX_FRAME_SIZE, so 16 KiB is the limit; a larger frame of any
+// type, unknown ones too, ends the connection before its payload is read.
+func TestOversizedFrameIsAFrameSizeError(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	for name, typ := range map[string]http2.FrameType{"unknown": 0xfa, "DATA": http2.FrameData, "PING": http2.FramePing} {
+		t.Run(name, func(t *testing.T) {
+			c := dialRaw(t, p.sock)
+			const big = 1<<24 - 1
+			go func() {
+				// The payload follows, then a PING that a relay which took
+				// the frame would answer; writes fail once it hangs up.
+				_, _ = c.nc.Write(frameHeader(big, typ, 0, 0))
+				_, _ = c.nc.Write(make([]byte, big))
+				_ = c.fr.WritePing(false, [8]byte{'a', 'l', 'i', 'v', 'e', '?', '?', '?'})
+			}()
+			c.expectGoAway(t, http2.ErrCodeFrameSize)
+		})
+	}
+}
+
+// TestIdleAndHostileConnectionsPinNoBigBuffers: a connection that has made
+// no call costs small buffers, and one that announces a 16 MiB frame costs
+// nothing once closed.
+func TestIdleAndHostileConnectionsPinNoBigBuffers(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n = 40
+	before := heap()
+	for range n {
+		c := dialRaw(t, p.sock)
+		c.next(t, func(f http2.Frame) bool { s, ok := f.(*http2.SettingsFrame); return ok && s.IsAck() })
+	}
+	for range n {
+		c := dialRaw(t, p.sock)
+		// Only the header and a little payload: a relay that took the
+		// frame would sit on a 16 MiB buffer waiting for the rest.
+		_, _ = c.nc.Write(frameHeader(1<<24-1, 0xfa, 0, 0))
+		_, _ = c.nc.Write(make([]byte, 1000))
+		c.expectGoAway(t, http2.ErrCodeFrameSize)
+	}
+	grown := int64(heap()) - int64(before)
+	// Generous: about 60 KiB a connection; 256 KiB buffers each way would
+	// be 20 MiB, and one 16 MiB read buffer more than the whole budget.
+	const budget = 8 << 20
+	if grown > budget {
+		t.Errorf("%d idle and %d hostile connections grew the heap by %d MiB, budget %d MiB", n, n, grown>>20, budget>>20)
+	}
+	t.Logf("heap grew by %d KiB for %d idle connections", grown>>10, n)
+	p.server.relay.mu.Lock()
+	defer p.server.relay.mu.Unlock()
+	for s := range p.server.relay.sessions {
+		if r, w := s.client.br.Size(), s.client.bw.Size(); r > idleBufSize || w > idleBufSize {
+			t.Errorf("a session that made no call holds %d+%d bytes of buffers, want at most %d each", r, w, idleBufSize)
+		}
+	}
+}
+
+// TestOversizedFrameFromTheRuntime: the same limit holds upstream, where
+// crishim advertised no SETTINGS_MAX_FRAME_SIZE either.
+func TestOversizedFrameFromTheRuntime(t *testing.T) {
+	sock := fakeSock(t)
+	rr := startRaw(t, sock, func(_ int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
+		_ = fr.WriteRawFrame(0xfa, 0, 0, make([]byte, h2DefaultMaxFrame+1))
+		answerOK(fr, enc, buf, id)
+	})
+	p := startProxy(t, RelayH2, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("call across an oversized frame: %v, want Unavailable", err)
+	}
+	for {
+		rr.mu.Lock()
+		got := slices.Clone(rr.goAways)
+		rr.mu.Unlock()
+		if len(got) > 0 {
+			if got[0] != http2.ErrCodeFrameSize {
+				t.Errorf("runtime got GOAWAY(%v), want FRAME_SIZE_ERROR", got[0])
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the runtime got no GOAWAY")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
