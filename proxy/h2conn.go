@@ -336,11 +336,12 @@ func (c *h2conn) flush() {
 	c.wmu.Unlock()
 }
 
-// close ends the connection; the reader notices and cleans up.
+// close ends the connection; the reader notices and cleans up. It takes
+// no lock: a writer stuck on a peer that does not read holds wmu, and
+// closing the socket is what unblocks it (grpc-go's http2Server.Close
+// does the same).
 func (c *h2conn) close() {
-	c.wmu.Lock()
-	c.failLocked(net.ErrClosed)
-	c.wmu.Unlock()
+	_ = c.nc.Close()
 }
 
 // flushAndClose ends the connection after what is buffered (a GOAWAY).

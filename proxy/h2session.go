@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,13 @@ type session struct {
 	ctx    context.Context // ends dials when the session ends
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // upstream readers
+
+	// conns are every connection of the session, for kill, which must not
+	// wait for mu: a reader holding mu may be stuck writing to a peer that
+	// does not read. connMu is never held across I/O.
+	connMu sync.Mutex
+	conns  []*h2conn
+	killed bool
 
 	mu       sync.Mutex
 	streams  map[uint32]*stream // by client stream ID
@@ -83,7 +91,40 @@ func newSession(r *relay, nc net.Conn) *session {
 	}
 	// Buffered now, so that a GOAWAY from Shutdown can only follow it.
 	s.client.writeOurSettings(true)
+	s.conns = []*h2conn{s.client}
 	return s
+}
+
+// kill closes every connection of the session at once, without waiting
+// for anything: the readers then fail and clean up.
+func (s *session) kill() {
+	s.cancel() // a dial in progress
+	s.connMu.Lock()
+	s.killed = true
+	for _, c := range s.conns {
+		c.close()
+	}
+	s.connMu.Unlock()
+}
+
+// addConn adds an upstream connection for kill; false if the session was
+// killed meanwhile (the connection is then closed).
+func (s *session) addConn(c *h2conn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.killed {
+		c.close()
+		return false
+	}
+	s.conns = append(s.conns, c)
+	return true
+}
+
+// dropConn forgets an upstream connection that is gone.
+func (s *session) dropConn(c *h2conn) {
+	s.connMu.Lock()
+	s.conns = slices.DeleteFunc(s.conns, func(d *h2conn) bool { return d == c })
+	s.connMu.Unlock()
 }
 
 func (s *session) run() {
@@ -164,32 +205,16 @@ func goAwayCode(err error) (http2.ErrCode, bool) {
 // still open end with it, and closing the upstream connections cancels
 // them in the runtime.
 func (s *session) teardown() {
-	s.cancel()
-	s.client.close()
+	// Closing every connection first frees an upstream reader stuck
+	// writing under mu.
+	s.kill()
 	s.mu.Lock()
 	for _, st := range s.streams {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
 	}
-	ups := s.upstreams()
 	s.mu.Unlock()
-	for _, up := range ups {
-		up.c.close()
-	}
 	s.wg.Wait()
-}
-
-func (s *session) upstreams() []*upstream {
-	var ups []*upstream
-	for _, up := range s.ups {
-		if up != nil {
-			ups = append(ups, up)
-		}
-	}
-	for up := range s.draining {
-		ups = append(ups, up)
-	}
-	return ups
 }
 
 // flushAll writes out every connection's buffer. Readers call it before
@@ -413,6 +438,9 @@ func (s *session) upstream(rt route) (*upstream, error) {
 		return nil, err
 	}
 	up := &upstream{c: newH2conn(nc, ioBufSize), route: rt, streams: map[uint32]*stream{}, nextID: 1}
+	if !s.addConn(up.c) {
+		return nil, errors.New("the client connection closed")
+	}
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

@@ -43,6 +43,7 @@ func (s *session) readUpstream(up *upstream) {
 		c.flush()
 	}
 	c.close()
+	s.dropConn(c)
 	s.mu.Lock()
 	s.upstreamGone(up, err)
 	s.mu.Unlock()

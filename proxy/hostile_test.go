@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"net"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +157,126 @@ func TestOversizedFrameFromTheRuntime(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// shutdownReturns shuts p down with a short timeout and fails if that
+// hangs; the bound is generous, what is asserted is that it returns at all.
+func shutdownReturns(t *testing.T, p *proxied) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		p.server.Shutdown(ctx)
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangBound):
+		t.Fatal("Shutdown never returned: a writer stuck on a peer's full socket held it")
+	}
+}
+
+// floodPings sends PINGs and never reads, until the relay hangs up.
+func floodPings(c *rawClient) {
+	var data [8]byte
+	for i := uint64(0); ; i++ {
+		binary.BigEndian.PutUint64(data[:], i)
+		if c.fr.WritePing(false, data) != nil {
+			return
+		}
+	}
+}
+
+// stopReading calls Bulk with a big message, having opened every window,
+// and never reads the echo: the relay's writes to it fill its socket.
+func stopReading(t *testing.T, c *rawClient) {
+	t.Helper()
+	if err := c.fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+		t.Fatal(err)
+	}
+	c.headers(1)
+	msg := make([]byte, 8<<20)
+	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-5))
+	for len(msg) > 0 {
+		n := min(len(msg), 16384)
+		if err := c.fr.WriteData(1, n == len(msg), msg[:n]); err != nil {
+			return // the relay stopped reading: the echo filled our socket
+		}
+		msg = msg[n:]
+	}
+}
+
+func TestShutdownWithClientsThatStopReading(t *testing.T) {
+	for name, stall := range map[string]func(t *testing.T, c *rawClient){
+		"PING flood":        func(_ *testing.T, c *rawClient) { floodPings(c) },
+		"unread big answer": stopReading,
+	} {
+		t.Run(name, func(t *testing.T) {
+			sock := fakeSock(t)
+			startFake(t, sock, &fakeRuntime{})
+			p := startProxy(t, RelayH2, sock)
+			c := dialRaw(t, p.sock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+			stalled := make(chan struct{})
+			go func() {
+				defer close(stalled)
+				stall(t, c)
+			}()
+			// Let the stall happen: the relay's writes to c block. Waiting
+			// longer only makes it more certain; nothing is measured.
+			time.Sleep(500 * time.Millisecond)
+			shutdownReturns(t, p)
+			c.nc.Close()
+			<-stalled
+		})
+	}
+}
+
+// TestShutdownWithARuntimeThatStopsReading: the runtime floods PINGs and
+// reads nothing, so the relay's acks to it block.
+func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
+	sock := fakeSock(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	// Every connection, the relay's and the backend's gRPC one alike.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				fr := http2.NewFramer(nc, nc)
+				_ = fr.WriteSettings()
+				for i := uint64(0); ; i++ {
+					var data [8]byte
+					binary.BigEndian.PutUint64(data[:], i)
+					if fr.WritePing(false, data) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	p := startProxy(t, RelayH2, sock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		_ = p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	shutdownReturns(t, p)
+	cancel()
+	<-called
 }
