@@ -62,9 +62,8 @@ type h2conn struct {
 	probeAck bool
 
 	// The rest is guarded by the session's mu.
-	sendWin        int64 // the peer's connection window for our DATA
-	recvAvail      int64 // what the peer may still send on the connection
-	recvOwed       int64 // bytes consumed but not yet returned with WINDOW_UPDATE
+	send           outWindow // the peer's connection window for our DATA
+	recv           inWindow  // the connection window we gave the peer
 	peerInitWin    int64
 	peerMaxFrame   int
 	peerMaxStreams uint32
@@ -81,8 +80,8 @@ func newH2conn(nc net.Conn, bufSize int) *h2conn {
 		w:              w,
 		br:             bufio.NewReaderSize(r, bufSize),
 		bw:             bufio.NewWriterSize(w, bufSize),
-		sendWin:        h2DefaultWindow,
-		recvAvail:      h2DefaultWindow,
+		send:           outWindow{h2DefaultWindow},
+		recv:           inWindow{avail: h2DefaultWindow},
 		peerInitWin:    h2DefaultWindow,
 		peerMaxFrame:   h2DefaultMaxFrame,
 		peerMaxStreams: math.MaxUint32,
@@ -297,7 +296,7 @@ func (c *h2conn) writeOurSettings(maxStreams bool) {
 	}
 	c.writeSettings(ss...)
 	c.writeWindowUpdate(0, relayConnWindow-h2DefaultWindow)
-	c.recvAvail = relayConnWindow
+	c.recv.avail = relayConnWindow
 }
 
 // grpcBDPPing is the payload of the PINGs grpc-go's bandwidth-delay

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -368,10 +367,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 func (s *session) onClientData(f *http2.DataFrame) error {
 	c := s.client
 	n := int64(f.Length)
-	if n > c.recvAvail {
+	if !c.recv.take(n) {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
-	c.recvAvail -= n
 	st := s.streams[f.StreamID]
 	if st == nil {
 		if f.StreamID > s.lastCID {
@@ -379,33 +377,23 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 		}
 		// A call crishim already ended: the bytes count only against the
 		// connection, which must get them back.
-		c.recvOwed += n
-		creditConn(c)
+		c.credit(n)
 		return nil
 	}
 	fl := &st.toUp
 	switch {
 	case fl.srcEnded:
-		c.recvOwed += n
-		creditConn(c)
+		c.credit(n)
 		s.abort(st, http2.ErrCodeStreamClosed, codes.Internal, "crishim: DATA after the end of the stream")
 		return nil
-	case n > fl.recvAvail:
-		c.recvOwed += n
-		creditConn(c)
+	case !fl.in.take(n):
+		c.credit(n)
 		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overran its flow-control window")
 		return nil
 	}
-	fl.recvAvail -= n
 	data := f.Data()
-	fl.consumed(n - int64(len(data))) // padding
-	if st.route != routeLocal {
-		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
-			c.recvOwed += int64(len(data))
-			creditConn(c)
-			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
-			return nil
-		}
+	if !s.admit(st, fl, n, data) {
+		return nil
 	}
 	fl.forward(data, f.StreamEnded())
 	s.settle(st)

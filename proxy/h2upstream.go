@@ -103,33 +103,23 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 	c := up.c
 	n := int64(f.Length)
-	if n > c.recvAvail {
+	if !c.recv.take(n) {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
-	c.recvAvail -= n
 	st := up.streams[f.StreamID]
 	if st == nil || st.toClient.srcEnded {
-		c.recvOwed += n
-		creditConn(c)
+		c.credit(n)
 		return nil
 	}
 	fl := &st.toClient
-	if n > fl.recvAvail {
-		c.recvOwed += n
-		creditConn(c)
+	if !fl.in.take(n) {
+		c.credit(n)
 		s.endLocally(st, codes.Internal, "crishim: the "+s.r.endpoints[up.route].name+" overran its flow-control window")
 		return nil
 	}
-	fl.recvAvail -= n
 	data := f.Data()
-	fl.consumed(n - int64(len(data)))
-	if st.route != routeLocal {
-		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
-			c.recvOwed += int64(len(data))
-			creditConn(c)
-			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
-			return nil
-		}
+	if !s.admit(st, fl, n, data) {
+		return nil
 	}
 	if fl.rewrite != nil {
 		fl.forwardRewritten(data, f.StreamEnded())
