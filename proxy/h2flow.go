@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -63,7 +64,9 @@ func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams 
 	inc := int64(f.Increment)
 	if f.StreamID == 0 {
 		if !c.send.add(inc) {
-			return http2.ConnectionError(http2.ErrCodeFlowControl)
+			// RFC 9113 §6.9.1: a connection window past 2^31-1 MUST be
+			// a connection error of type FLOW_CONTROL_ERROR.
+			return connError(http2.ErrCodeFlowControl, reasonFlowControl, "WINDOW_UPDATE overflowed the connection window")
 		}
 		s.unblock(c)
 		return nil
@@ -89,6 +92,13 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint
 		return nil
 	}
 	delta, err := c.applySettings(f)
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		// RFC 9113 §6.5.2: values out of range (ENABLE_PUSH not 0 or 1,
+		// INITIAL_WINDOW_SIZE over 2^31-1, MAX_FRAME_SIZE out of
+		// [2^14, 2^24-1]) MUST be treated as connection errors.
+		return connError(http2.ErrCode(ce), reasonSettings, err.Error())
+	}
 	if err != nil {
 		return err
 	}
@@ -99,7 +109,10 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint
 	for _, st := range streams {
 		fl := toward(st)
 		if !fl.out.add(delta) {
-			return http2.ConnectionError(http2.ErrCodeFlowControl)
+			// RFC 9113 §6.9.2: an INITIAL_WINDOW_SIZE change that takes a
+			// window past 2^31-1 MUST be a connection error of type
+			// FLOW_CONTROL_ERROR.
+			return connError(http2.ErrCodeFlowControl, reasonFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflowed a stream window")
 		}
 		if delta > 0 {
 			fl.pump()
@@ -153,6 +166,11 @@ func (s *session) admit(st *stream, fl *flow, n int64, data []byte) bool {
 // window past 2^31-1: RFC 9113 §6.9.1, the sender MUST send RST_STREAM
 // with FLOW_CONTROL_ERROR.
 func (s *session) windowOverflow(c *h2conn, st *stream) {
+	id := st.uid
+	if c == s.client {
+		id = st.cid
+	}
+	s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, id, "WINDOW_UPDATE overflowed a stream window")
 	if c == s.client {
 		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overflowed a stream's flow-control window")
 		return

@@ -25,6 +25,7 @@ type relay struct {
 	endpoints [numRoutes]*endpoint
 	maxMsg    int
 	observe   CallObserver
+	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
 	local     *bufconn.Listener
 	grpc      *grpc.Server
@@ -55,6 +56,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 			splitImage: b.imagePath != b.runtimePath,
 		},
 	}
+	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
 	for _, m := range opts.Intercept {
 		if m.rewrite == nil {
 			r.router.local[m.FullMethod] = true

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -140,7 +141,9 @@ func (s *session) run() {
 		return
 	}
 	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-		s.connError(http2.ConnectionError(http2.ErrCodeProtocol))
+		// RFC 9113 §3.4: a preface not followed by SETTINGS MUST be
+		// treated as a connection error of type PROTOCOL_ERROR.
+		s.connError(connError(http2.ErrCodeProtocol, reasonFraming, "the preface is not followed by SETTINGS"))
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
@@ -163,7 +166,7 @@ func (s *session) run() {
 				break
 			}
 			s.mu.Lock()
-			s.resetClient(se.StreamID, se.Code)
+			s.resetClient(se)
 			s.mu.Unlock()
 		}
 		if err != nil {
@@ -176,28 +179,20 @@ func (s *session) run() {
 // connError answers a protocol violation with GOAWAY; other errors (the
 // client hung up) need no answer.
 func (s *session) connError(err error) {
-	code, ok := goAwayCode(err)
+	pe, ok := asProtoError(err, s.client.fr)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	last := s.lastCID
+	s.protocolError(s.client, pe.reason, pe.code, 0, pe.detail)
 	s.mu.Unlock()
-	s.client.writeGoAway(last, code, "crishim: "+code.String())
-	s.client.flush()
-}
-
-// goAwayCode says whether err is a protocol violation of the peer's, to be
-// answered with GOAWAY, and with which code.
-func goAwayCode(err error) (http2.ErrCode, bool) {
-	var ce http2.ConnectionError
-	switch {
-	case errors.As(err, &ce):
-		return http2.ErrCode(ce), true
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		return http2.ErrCodeFrameSize, true
+	debug := pe.debug
+	if debug == "" {
+		debug = "crishim: " + pe.code.String()
 	}
-	return 0, false
+	s.client.writeGoAway(last, pe.code, debug)
+	s.client.flush()
 }
 
 // teardown ends the session once the client connection is gone: calls
@@ -283,7 +278,9 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		st := s.streams[f.StreamID]
 		if st == nil {
 			if f.StreamID > s.lastCID {
-				return http2.ConnectionError(http2.ErrCodeProtocol)
+				// RFC 9113 §6.4: RST_STREAM on an idle stream MUST be
+				// treated as a connection error of type PROTOCOL_ERROR.
+				return connError(http2.ErrCodeProtocol, reasonStreamState, "RST_STREAM on an idle stream")
 			}
 			return nil
 		}
@@ -293,7 +290,9 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		st.code, st.msg = rstCode(f.ErrCode), "the client reset the stream: "+f.ErrCode.String()
 		s.finish(st)
 	case *http2.PushPromiseFrame:
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §8.4: a client cannot push; PUSH_PROMISE from it MUST
+		// be treated as a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, "PUSH_PROMISE from a client")
 	}
 	// GOAWAY from the client needs nothing: it closes the connection when
 	// its calls are done. PRIORITY and unknown frames are ignored.
@@ -306,6 +305,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	if st := s.streams[id]; st != nil {
 		// Trailers from the client: legal, though gRPC clients send none.
 		if !mh.StreamEnded() || st.toUp.srcEnded {
+			// RFC 9113 §8.1: a second HEADERS without END_STREAM, or after
+			// it, MUST be treated as malformed: a stream error of type
+			// PROTOCOL_ERROR (§8.1.1).
+			s.protocolError(c, reasonStreamState, http2.ErrCodeProtocol, id, "unexpected HEADERS")
 			s.abort(st, http2.ErrCodeProtocol, codes.Internal, "crishim: unexpected HEADERS from the client")
 			return nil
 		}
@@ -314,7 +317,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	if id%2 == 0 {
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §5.1.1: a stream ID the client may not open MUST be
+		// treated as a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("HEADERS on even stream %d", id))
 	}
 	if id <= s.lastCID {
 		return nil // a stream crishim already ended
@@ -327,6 +332,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	path := mh.PseudoValue("path")
 	if path == "" || mh.Truncated {
+		// RFC 9113 §8.3.1: a request without :path is malformed, a stream
+		// error of type PROTOCOL_ERROR (§8.1.1).
+		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path, or its headers truncated")
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
@@ -368,12 +376,16 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 	c := s.client
 	n := int64(f.Length)
 	if !c.recv.take(n) {
-		return http2.ConnectionError(http2.ErrCodeFlowControl)
+		// RFC 9113 §6.9.1: a sender MUST NOT send beyond the window; a
+		// connection overrun is a connection error FLOW_CONTROL_ERROR.
+		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the client overran the connection window")
 	}
 	st := s.streams[f.StreamID]
 	if st == nil {
 		if f.StreamID > s.lastCID {
-			return http2.ConnectionError(http2.ErrCodeProtocol)
+			// RFC 9113 §6.1: DATA on an idle stream MUST be treated as a
+			// connection error of type PROTOCOL_ERROR.
+			return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("DATA on idle stream %d", f.StreamID))
 		}
 		// A call crishim already ended: the bytes count only against the
 		// connection, which must get them back.
@@ -383,11 +395,16 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 	fl := &st.toUp
 	switch {
 	case fl.srcEnded:
+		// RFC 9113 §6.1: DATA on a half-closed (remote) stream MUST be
+		// answered with a stream error of type STREAM_CLOSED.
 		c.credit(n)
+		s.protocolError(c, reasonStreamState, http2.ErrCodeStreamClosed, st.cid, "DATA after END_STREAM")
 		s.abort(st, http2.ErrCodeStreamClosed, codes.Internal, "crishim: DATA after the end of the stream")
 		return nil
 	case !fl.in.take(n):
+		// RFC 9113 §6.9.1: a stream overrun is FLOW_CONTROL_ERROR.
 		c.credit(n)
+		s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, st.cid, "the client overran a stream window")
 		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overran its flow-control window")
 		return nil
 	}
@@ -401,7 +418,9 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 }
 
 // resetClient answers a malformed frame on one stream.
-func (s *session) resetClient(id uint32, code http2.ErrCode) {
+func (s *session) resetClient(se http2.StreamError) {
+	id, code := se.StreamID, se.Code
+	s.protocolError(s.client, streamErrorReason(se), code, id, se.Error())
 	if st := s.streams[id]; st != nil {
 		s.abort(st, code, codes.Internal, "crishim: malformed frame from the client")
 		return

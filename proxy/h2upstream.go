@@ -24,6 +24,7 @@ func (s *session) readUpstream(up *upstream) {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				s.mu.Lock()
+				s.protocolError(c, streamErrorReason(se), se.Code, se.StreamID, se.Error())
 				if st := up.streams[se.StreamID]; st != nil {
 					s.endLocally(st, codes.Internal, "crishim: malformed frame from the "+s.r.endpoints[up.route].name+": "+se.Error())
 				}
@@ -36,10 +37,13 @@ func (s *session) readUpstream(up *upstream) {
 		err = s.onUpstreamFrame(up, f)
 		s.mu.Unlock()
 	}
-	if code, ok := goAwayCode(err); ok {
+	if pe, ok := asProtoError(err, c.fr); ok {
 		// RFC 9113 §5.4.1: an endpoint that encounters a connection error
 		// SHOULD first send a GOAWAY frame.
-		c.writeGoAway(0, code, "crishim: "+code.String())
+		s.mu.Lock()
+		s.protocolError(c, pe.reason, pe.code, 0, pe.detail)
+		s.mu.Unlock()
+		c.writeGoAway(0, pe.code, "crishim: "+pe.code.String())
 		c.flush()
 	}
 	c.close()
@@ -95,7 +99,9 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	case *http2.GoAwayFrame:
 		s.upstreamGoAway(up, f.LastStreamID)
 	case *http2.PushPromiseFrame:
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §8.4: crishim sent SETTINGS_ENABLE_PUSH 0, so a
+		// PUSH_PROMISE MUST be a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, "PUSH_PROMISE with push disabled")
 	}
 	return nil
 }
@@ -104,7 +110,8 @@ func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 	c := up.c
 	n := int64(f.Length)
 	if !c.recv.take(n) {
-		return http2.ConnectionError(http2.ErrCodeFlowControl)
+		// RFC 9113 §6.9.1: FLOW_CONTROL_ERROR, as from a client.
+		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the runtime overran the connection window")
 	}
 	st := up.streams[f.StreamID]
 	if st == nil || st.toClient.srcEnded {
@@ -113,7 +120,11 @@ func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 	}
 	fl := &st.toClient
 	if !fl.in.take(n) {
+		// RFC 9113 §6.9.1: a stream overrun is FLOW_CONTROL_ERROR.
 		c.credit(n)
+		s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, st.uid, "the runtime overran a stream window")
+		c.writeRST(st.uid, http2.ErrCodeFlowControl)
+		st.toUp.dstEnded, st.toClient.srcEnded = true, true
 		s.endLocally(st, codes.Internal, "crishim: the "+s.r.endpoints[up.route].name+" overran its flow-control window")
 		return nil
 	}
