@@ -48,6 +48,8 @@ type h2conn struct {
 	w  io.Writer // the socket, under bw
 	br *bufio.Reader
 	fr *http2.Framer
+	// tap polices a client's header blocks (nil upstream).
+	tap *continuationTap
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
@@ -60,6 +62,8 @@ type h2conn struct {
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
+	// answered: HEADERS or DATA went out since the peer's last PING.
+	answered bool
 
 	// The rest is guarded by the session's mu.
 	send           outWindow // the peer's connection window for our DATA
@@ -107,7 +111,20 @@ func newH2conn(nc net.Conn, bufSize int) *h2conn {
 // connReader is what the framer reads: whichever br the connection has.
 type connReader struct{ c *h2conn }
 
-func (r connReader) Read(p []byte) (int, error) { return r.c.br.Read(p) }
+func (r connReader) Read(p []byte) (int, error) {
+	t := r.c.tap
+	if t == nil {
+		return r.c.br.Read(p)
+	}
+	// The error goes out with the next read: io.ReadFull drops one that
+	// comes with the last bytes it asked for.
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := r.c.br.Read(p)
+	t.saw(p[:n])
+	return n, err
+}
 
 // growBuffers gives a connection that made a call its full-size buffers,
 // at a moment when the small ones hold nothing: a connection that never
@@ -165,6 +182,9 @@ func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uin
 	n := 0
 	for _, p := range payload {
 		n += len(p)
+	}
+	if typ == http2.FrameData || typ == http2.FrameHeaders {
+		c.answered = true
 	}
 	var h [9]byte
 	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
@@ -310,14 +330,19 @@ var grpcBDPPing = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
 // within a transfer that is at once, so the peer's round-trip sample stays
 // true, and while the probe is unanswered the peer sends no other. Every
 // other PING (keepalive, liveness) is answered at once.
-func (c *h2conn) ackPing(data [8]byte) {
-	if data != grpcBDPPing {
-		c.writePing(true, data)
-		return
-	}
+//
+// It returns whether crishim sent HEADERS or DATA since the previous PING,
+// for flood policing.
+func (c *h2conn) ackPing(data [8]byte) (answered bool) {
 	c.wmu.Lock()
-	c.probeAck = true
+	answered, c.answered = c.answered, false
+	if data == grpcBDPPing {
+		c.probeAck = true
+	} else {
+		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, data[:])
+	}
 	c.wmu.Unlock()
+	return answered
 }
 
 // flush writes out whatever is buffered.

@@ -44,6 +44,7 @@ type session struct {
 	lastCID  uint32
 	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
 	goAway2  bool // sent GOAWAY(lastCID): refuse newer streams
+	guard    floodGuard
 }
 
 // upstream is one connection from a session to a runtime endpoint or to
@@ -92,6 +93,7 @@ func newSession(r *relay, nc net.Conn) *session {
 	// Buffered now, so that a GOAWAY from Shutdown can only follow it.
 	s.client.writeOurSettings(true)
 	s.conns = []*h2conn{s.client}
+	s.client.tap = &continuationTap{}
 	return s
 }
 
@@ -167,7 +169,11 @@ func (s *session) run() {
 			}
 			s.mu.Lock()
 			s.resetClient(se)
+			err = s.guard.idleFrame()
 			s.mu.Unlock()
+			if err != nil {
+				break
+			}
 		}
 		if err != nil {
 			s.connError(err)
@@ -263,10 +269,16 @@ func (s *session) onClientFrame(f http2.Frame) error {
 	case *http2.WindowUpdateFrame:
 		return s.onWindowUpdate(c, f, s.streams, toClient)
 	case *http2.SettingsFrame:
+		if err := s.guard.idleFrame(); err != nil {
+			return err
+		}
 		return s.onSettings(c, f, s.streams, toClient)
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			c.ackPing(f.Data)
+			// Policed before it is answered (see floodGuard.ping).
+			if err := s.guard.ping(c.ackPing(f.Data)); err != nil {
+				return err
+			}
 		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
 			s.goAway2 = true
 			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
@@ -275,6 +287,9 @@ func (s *session) onClientFrame(f http2.Frame) error {
 			}
 		}
 	case *http2.RSTStreamFrame:
+		if err := s.guard.idleFrame(); err != nil {
+			return err
+		}
 		st := s.streams[f.StreamID]
 		if st == nil {
 			if f.StreamID > s.lastCID {
@@ -295,8 +310,9 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		return connError(http2.ErrCodeProtocol, reasonStreamState, "PUSH_PROMISE from a client")
 	}
 	// GOAWAY from the client needs nothing: it closes the connection when
-	// its calls are done. PRIORITY and unknown frames are ignored.
-	return nil
+	// its calls are done. PRIORITY and unknown frames are ignored, and
+	// counted: a stream of them is only work.
+	return s.guard.idleFrame()
 }
 
 func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
@@ -409,6 +425,11 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 		return nil
 	}
 	data := f.Data()
+	if len(data) == 0 && !f.StreamEnded() {
+		if err := s.guard.idleFrame(); err != nil {
+			return err
+		}
+	}
 	if !s.admit(st, fl, n, data) {
 		return nil
 	}
@@ -541,6 +562,9 @@ func (s *session) finish(st *stream) {
 		return
 	}
 	st.over = true
+	if st.toClient.dstEnded {
+		s.guard.callDone()
+	}
 	st.toUp.drop()
 	st.toClient.drop()
 	delete(s.streams, st.cid)
