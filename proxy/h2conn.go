@@ -54,11 +54,14 @@ type h2conn struct {
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
 
-	wmu  sync.Mutex
-	bw   *bufio.Writer
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer
-	werr error
+	wmu sync.Mutex
+	bw  *bufio.Writer
+	// pending holds what is written to an upstream connection while it
+	// is being dialed (w is then pending itself); attach sends it.
+	pending *bytes.Buffer
+	enc     *hpack.Encoder
+	hbuf    bytes.Buffer
+	werr    error
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
@@ -90,7 +93,13 @@ func newH2conn(nc net.Conn, bufSize int) *h2conn {
 		peerMaxFrame:   h2DefaultMaxFrame,
 		peerMaxStreams: math.MaxUint32,
 	}
-	// The framer reads through connReader so that growBuffers can swap br.
+	c.initFramer()
+	return c
+}
+
+func (c *h2conn) initFramer() {
+	// The framer reads through connReader so that growBuffers and attach
+	// can swap br.
 	c.fr = http2.NewFramer(nil, connReader{c})
 	// RFC 9113 §4.2: a frame larger than the SETTINGS_MAX_FRAME_SIZE we
 	// advertised (we advertise none: 16 KiB) MUST be treated as a
@@ -105,7 +114,66 @@ func newH2conn(nc net.Conn, bufSize int) *h2conn {
 	c.fr.MaxHeaderListSize = maxHeaderListSize
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
+}
+
+// newDialingH2conn is an upstream connection whose dial is under way:
+// writes wait in memory until attach.
+func newDialingH2conn() *h2conn {
+	c := &h2conn{
+		pending:        &bytes.Buffer{},
+		send:           outWindow{h2DefaultWindow},
+		recv:           inWindow{avail: h2DefaultWindow},
+		peerInitWin:    h2DefaultWindow,
+		peerMaxFrame:   h2DefaultMaxFrame,
+		peerMaxStreams: math.MaxUint32,
+	}
+	c.w = c.pending
+	c.bw = bufio.NewWriterSize(c.w, ioBufSize)
+	c.initFramer()
 	return c
+}
+
+// maxPending bounds what may wait for a dial: DATA is bounded by the
+// connection window anyway, HEADERS are not.
+const maxPending = 1 << 20
+
+// pendingFull says whether a connection being dialed holds all it may.
+func (c *h2conn) pendingFull() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.pending != nil && c.pending.Len()+c.bw.Buffered() >= maxPending
+}
+
+// setConn gives a dialed connection its socket; false if it was closed
+// meanwhile. Callers hold the session's connMu, so that kill sees nc.
+func (c *h2conn) setConn(nc net.Conn) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return false
+	}
+	c.nc = nc
+	return true
+}
+
+// attach sends what waited for the dial and makes the socket the
+// connection's; the reader starts after it.
+func (c *h2conn) attach() {
+	r, w := newRawIO(c.nc)
+	c.r = r
+	c.br = bufio.NewReaderSize(r, ioBufSize)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return
+	}
+	_ = c.bw.Flush() // into pending, which takes everything
+	c.w = w
+	c.bw.Reset(w)
+	if _, err := w.Write(c.pending.Bytes()); err != nil {
+		c.failLocked(err)
+	}
+	c.pending = nil
 }
 
 // connReader is what the framer reads: whichever br the connection has.
@@ -204,7 +272,9 @@ func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uin
 func (c *h2conn) failLocked(err error) {
 	if c.werr == nil {
 		c.werr = err
-		_ = c.nc.Close()
+		if c.nc != nil {
+			_ = c.nc.Close()
+		}
 	}
 }
 

@@ -76,10 +76,11 @@ func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
 		e.mu.Unlock()
 		return nil, err
 	}
+	dial := e.dial // under mu: tests swap it
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	nc, err := e.dial(ctx)
+	nc, err := dial(ctx)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {

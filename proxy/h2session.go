@@ -109,13 +109,13 @@ func (s *session) kill() {
 	s.connMu.Unlock()
 }
 
-// addConn adds an upstream connection for kill; false if the session was
-// killed meanwhile (the connection is then closed).
-func (s *session) addConn(c *h2conn) bool {
+// addConn gives a dialed upstream connection its socket nc and adds it for
+// kill; false if the session was killed meanwhile (nc is then closed).
+func (s *session) addConn(c *h2conn, nc net.Conn) bool {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
-	if s.killed {
-		c.close()
+	if s.killed || !c.setConn(nc) {
+		_ = nc.Close()
 		return false
 	}
 	s.conns = append(s.conns, c)
@@ -355,12 +355,8 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	rt := s.r.router.route(path)
-	up, err := s.upstream(rt)
-	if err != nil {
-		s.answer(id, path, rt, end, codes.Unavailable, "crishim: "+err.Error())
-		return nil
-	}
-	if uint32(len(up.streams)) >= up.c.peerMaxStreams {
+	up := s.upstream(rt)
+	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
@@ -450,46 +446,6 @@ func (s *session) resetClient(se http2.StreamError) {
 		s.lastCID = id
 	}
 	s.client.writeRST(id, code)
-}
-
-// upstream returns the connection for a route, dialing it if needed. The
-// dial happens without the lock: only this (the client's) reader opens
-// streams and connections, and the others must not wait for a dial.
-func (s *session) upstream(rt route) (*upstream, error) {
-	if up := s.ups[rt]; up != nil {
-		return up, nil
-	}
-	s.mu.Unlock()
-	nc, err := s.r.endpoints[rt].connect(s.ctx)
-	s.mu.Lock()
-	if err != nil {
-		return nil, err
-	}
-	up := &upstream{c: newH2conn(nc, ioBufSize), route: rt, streams: map[uint32]*stream{}, nextID: 1}
-	if !s.addConn(up.c) {
-		return nil, errors.New("the client connection closed")
-	}
-	up.c.writeRaw([]byte(http2.ClientPreface))
-	up.c.writeOurSettings(false)
-	s.ups[rt] = up
-	s.wg.Add(1)
-	go s.readUpstream(up)
-	return up, nil
-}
-
-// answer ends a call crishim could not relay with a trailers-only response.
-func (s *session) answer(id uint32, method string, rt route, clientEnded bool, code codes.Code, msg string) {
-	s.client.writeHeaders(id, statusFields(code, msg, false), true)
-	if !clientEnded {
-		s.client.writeRST(id, http2.ErrCodeNo)
-	}
-	if rt == routeLocal {
-		return
-	}
-	if s.r.observe != nil {
-		s.r.observe.CallStarted(method)(code)
-	}
-	logRelayed(context.Background(), s.r.log, method, time.Now(), code, decodeGrpcMessage(msg))
 }
 
 // unblock sends what waited for c's connection window.

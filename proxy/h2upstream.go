@@ -12,7 +12,6 @@ import (
 // readUpstream is an upstream connection's reader: it relays what the
 // runtime (or crishim's gRPC server) answers to the client.
 func (s *session) readUpstream(up *upstream) {
-	defer s.wg.Done()
 	c := up.c
 	var err error
 	for err == nil {
