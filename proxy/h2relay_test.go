@@ -352,9 +352,19 @@ func TestRuntimeResetReachesClient(t *testing.T) {
 
 func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 	sock := fakeSock(t)
-	rr := startRaw(t, sock, func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
-		if conn == 0 {
-			// The first connection takes nothing and goes away.
+	// The runtime goes away on the first call it is sent, on whichever
+	// connection that is (the backend's own gRPC connection sends none),
+	// without taking it; it answers every later one.
+	var mu sync.Mutex
+	var goneAway bool
+	var callConns []int // the connection of each call the runtime saw
+	startRaw(t, sock, func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
+		mu.Lock()
+		callConns = append(callConns, conn)
+		first := !goneAway
+		goneAway = true
+		mu.Unlock()
+		if first {
 			_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 			return
 		}
@@ -367,10 +377,10 @@ func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{}); err != nil {
 		t.Fatalf("call across a GOAWAY: %v", err)
 	}
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if rr.conns != 2 {
-		t.Errorf("runtime saw %d connections, want 2", rr.conns)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(callConns) != 2 || callConns[0] == callConns[1] {
+		t.Errorf("the runtime saw the call on connections %v, want once on the one that went away and once on a new one", callConns)
 	}
 }
 
