@@ -62,3 +62,29 @@ func TestSlowDialStallsNoOtherCall(t *testing.T) {
 		t.Errorf("the call that waited for the dial: %v", err)
 	}
 }
+
+// TestCancelledDialIsNoRuntimeFailure: a client that hangs up while its
+// session dials cancels the dial; that says nothing about the runtime, and
+// must not make every other session's calls fail until the backoff ends.
+func TestCancelledDialIsNoRuntimeFailure(t *testing.T) {
+	var d net.Dialer
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	e := &endpoint{name: "runtime", dial: func(ctx context.Context) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.connect(ctx); err == nil {
+		t.Fatal("a cancelled dial succeeded")
+	}
+	e.mu.Lock()
+	e.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }
+	e.mu.Unlock()
+	nc, err := e.connect(context.Background())
+	if err != nil {
+		t.Fatalf("the next dial: %v", err)
+	}
+	nc.Close()
+}
