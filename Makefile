@@ -11,8 +11,11 @@ STATICCHECK_VERSION ?= v0.8.2
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
 E2E_TIMEOUT ?= 20m
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit
 
-.PHONY: all build test unit e2e demo demo-clean bench lint generate fmt clean
+.PHONY: all build test unit e2e fuzz demo demo-clean bench lint generate fmt clean
 
 all: build
 
@@ -28,6 +31,15 @@ test: build
 # Unit tests only (no containerd, no root).
 unit:
 	$(GO) test -count=1 -short ./...
+
+# Each fuzz target for FUZZTIME; new crashers land in the package's
+# testdata/fuzz, where plain `go test` runs them from then on.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz $$name ($(FUZZTIME))"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
 
 e2e: build
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/...
