@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,8 +15,11 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Hostile peers: each test sends what a broken or malicious client (or
@@ -279,4 +284,119 @@ func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
 	shutdownReturns(t, p)
 	cancel()
 	<-called
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
+}
+
+// TestHostilePeersCostABoundedAmount runs every hostile pattern at once
+// against one relay while a well-behaved client calls on: its calls all
+// succeed, the heap stays within a budget, shutdown completes, and once
+// it has, no goroutine or descriptor is left behind.
+func TestHostilePeersCostABoundedAmount(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heapBefore := ms.HeapAlloc
+
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(b, ServerOptions{Relay: RelayH2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	psock := filepath.Join(t.TempDir(), "crishim.sock")
+	ln, err := Listen(psock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	p := &proxied{server: srv, sock: psock}
+
+	patterns := map[string]func(t *testing.T, c *rawClient){
+		"oversized frame": func(_ *testing.T, c *rawClient) {
+			_, _ = c.nc.Write(frameHeader(1<<24-1, 0xfa, 0, 0))
+			_, _ = c.nc.Write(make([]byte, 4096))
+		},
+		"stops reading": stopReading,
+		"idle":          func(*testing.T, *rawClient) {},
+	}
+	for name, flood := range floods {
+		patterns[name] = func(_ *testing.T, c *rawClient) { flood(c) }
+	}
+	const perPattern = 4
+	var hostile sync.WaitGroup
+	var clients []*rawClient
+	for _, pattern := range patterns {
+		for range perPattern {
+			c := dialRaw(t, psock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+			clients = append(clients, c)
+			hostile.Add(1)
+			go func() {
+				defer hostile.Done()
+				pattern(t, c)
+			}()
+		}
+	}
+
+	// The well-behaved client, all along.
+	conn, err := grpc.NewClient("unix://"+psock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	for i := range 300 {
+		if _, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+			t.Fatalf("call %d of a well-behaved client among hostile ones: %v", i, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	// Generous: the relay's part is a few MiB (the one big buffer of each
+	// connection that called, and what the stalled answers hold).
+	const budget = 64 << 20
+	if grown := int64(ms.HeapAlloc) - int64(heapBefore); grown > budget {
+		t.Errorf("%d hostile connections grew the heap by %d MiB, budget %d MiB", len(clients), grown>>20, budget>>20)
+	}
+
+	conn.Close()
+	shutdownReturns(t, p)
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	for _, c := range clients {
+		c.nc.Close()
+	}
+	hostile.Wait()
+	_ = b.Close()
+
+	// Goroutines and descriptors end a little after their connections:
+	// wait for them, within the hang bound.
+	const slack = 5
+	deadline := time.Now().Add(hangBound)
+	for {
+		g, f := runtime.NumGoroutine(), openFDs(t)
+		if g <= goroutines+slack && f <= fds+slack {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("left behind: %d goroutines (were %d), %d fds (were %d)\n%s", g, goroutines, f, fds, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
