@@ -125,12 +125,19 @@ type proxied struct {
 
 func startProxy(t testing.TB, relay RelayMode, backendSock string, intercept ...Method) *proxied {
 	t.Helper()
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + backendSock})
+	return startProxyWith(t, dialBackend(t, backendSock), ServerOptions{Intercept: intercept, Relay: relay})
+}
+
+// dialBackend is a Backend for the runtime at sock, closed at the test's
+// end (after the proxies started later, which use it).
+func dialBackend(t testing.TB, sock string) *Backend {
+	t.Helper()
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return startProxyWith(t, b, ServerOptions{Intercept: intercept, Relay: relay})
+	return b
 }
 
 // startProxyWith serves a proxy to backend b with opts.

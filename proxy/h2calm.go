@@ -85,35 +85,26 @@ func (g *floodGuard) ping(answered bool) error {
 // ReadFrame, so that is the only place to count them. Only the client's
 // reader touches it.
 type continuationTap struct {
-	hdr   [9]byte
-	nhdr  int
-	left  int // payload bytes of the current frame yet to come
-	small int // CONTINUATIONs of the current block that are not full
-	err   error
+	frames records
+	small  int // CONTINUATIONs of the current block that are not full
+	err    error
 }
 
 // saw takes in bytes the framer read, in order.
 func (t *continuationTap) saw(p []byte) {
-	for len(p) > 0 {
-		if t.left > 0 {
-			k := min(t.left, len(p))
-			t.left -= k
-			p = p[k:]
-			continue
-		}
-		k := copy(t.hdr[t.nhdr:], p)
-		t.nhdr += k
-		p = p[k:]
-		if t.nhdr < len(t.hdr) {
+	for {
+		h, rest, ok := t.frames.header(p, 9)
+		if !ok {
 			return
 		}
-		t.nhdr = 0
-		t.left = int(t.hdr[0])<<16 | int(t.hdr[1])<<8 | int(t.hdr[2])
-		typ, flags := http2.FrameType(t.hdr[3]), http2.Flags(t.hdr[4])
+		p = rest
+		length := uint64(h[0])<<16 | uint64(h[1])<<8 | uint64(h[2])
+		t.frames.left = length
+		typ, flags := http2.FrameType(h[3]), http2.Flags(h[4])
 		switch {
 		case typ == http2.FrameHeaders:
 			t.small = 0
-		case typ == http2.FrameContinuation && !flags.Has(http2.FlagContinuationEndHeaders) && t.left < h2DefaultMaxFrame:
+		case typ == http2.FrameContinuation && !flags.Has(http2.FlagContinuationEndHeaders) && length < h2DefaultMaxFrame:
 			t.small++
 			if t.small > maxSmallContinuations && t.err == nil {
 				t.err = calm("too_many_continuations")

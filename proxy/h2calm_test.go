@@ -75,12 +75,7 @@ func TestLegitimateGRPCClientIsNeverCutOff(t *testing.T) {
 	m := metrics.New("test", "test", nil)
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2, Observe: m})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m})
 	conn, err := grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec())),
 		// grpc-go's shortest keepalive.

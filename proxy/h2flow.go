@@ -295,34 +295,23 @@ func (f *flow) block() {
 // msgLimit follows the gRPC length prefixes in a stream of DATA payloads,
 // so that the message size limit holds without decoding any message.
 type msgLimit struct {
-	hdr  [5]byte
-	nhdr int
-	left uint64
+	records
 }
 
 // scan returns the length of the first message in p larger than max.
 func (m *msgLimit) scan(p []byte, max int) (uint32, bool) {
-	for len(p) > 0 {
-		if m.left > 0 {
-			n := min(m.left, uint64(len(p)))
-			m.left -= n
-			p = p[n:]
-			continue
-		}
-		c := copy(m.hdr[m.nhdr:], p)
-		m.nhdr += c
-		p = p[c:]
-		if m.nhdr < len(m.hdr) {
+	for {
+		h, rest, ok := m.header(p, grpcPrefixLen)
+		if !ok {
 			return 0, false
 		}
-		m.nhdr = 0
-		size := binary.BigEndian.Uint32(m.hdr[1:])
+		p = rest
+		size := binary.BigEndian.Uint32(h[1:])
 		if int64(size) > int64(max) {
 			return size, true
 		}
 		m.left = uint64(size)
 	}
-	return 0, false
 }
 
 // byteQueue holds a flow's waiting bytes in frame-sized chunks: a queue

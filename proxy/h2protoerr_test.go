@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,39 +14,16 @@ import (
 	"github.com/crishim/crishim/metrics"
 )
 
-// syncBuffer is a log sink the relay's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestProtocolErrorsAreCountedAndLogged: every GOAWAY and RST_STREAM
 // crishim sends for a peer's protocol error leaves a counter and a warning
 // naming the peer.
 func TestProtocolErrorsAreCountedAndLogged(t *testing.T) {
 	m := metrics.New("test", "test", nil)
-	var logs syncBuffer
+	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sock := fakeSock(t)
 	startRaw(t, sock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2, Observe: m, Log: log})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m, Log: log})
 
 	// A connection error: GOAWAY, then the relay hangs up.
 	c := dialRaw(t, p.sock)
@@ -72,6 +49,10 @@ crishim_relay_protocol_errors_total{reason="stream_state"} 1
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "crishim_relay_protocol_errors_total"); err != nil {
 		t.Error(err)
 	}
+	// The logs are written by the sessions, which Shutdown waits for.
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	p.server.Shutdown(ctx)
 	out := logs.String()
 	for _, want := range []string{"reason=frame_size", "reason=flow_control", "reason=stream_state", "peer=client", "uid="} {
 		if !strings.Contains(out, want) {

@@ -254,34 +254,39 @@ type rawReply func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Bu
 
 func startRaw(t *testing.T, sock string, reply rawReply) *rawRuntime {
 	t.Helper()
+	rr := &rawRuntime{}
+	serveUnix(t, sock, func(nc net.Conn) {
+		rr.mu.Lock()
+		n := rr.conns
+		rr.conns++
+		rr.mu.Unlock()
+		rr.serve(nc, n, reply)
+	})
+	return rr
+}
+
+// serveUnix calls handle on a goroutine for each connection accepted on
+// sock, and closes the connection after; the test's end stops it all.
+func serveUnix(t *testing.T, sock string, handle func(nc net.Conn)) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr := &rawRuntime{}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			rr.mu.Lock()
-			n := rr.conns
-			rr.conns++
-			rr.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer nc.Close()
-				rr.serve(nc, n, reply)
-			}()
+				handle(nc)
+			})
 		}
-	}()
-	return rr
+	})
 }
 
 func (rr *rawRuntime) serve(nc net.Conn, n int, reply rawReply) {

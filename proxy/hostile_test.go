@@ -241,37 +241,18 @@ func TestShutdownWithClientsThatStopReading(t *testing.T) {
 // reads nothing, so the relay's acks to it block.
 func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
 	sock := fakeSock(t)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	// Every connection, the relay's and the backend's gRPC one alike.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
+	serveUnix(t, sock, func(nc net.Conn) {
+		fr := http2.NewFramer(nc, nc)
+		_ = fr.WriteSettings()
+		for i := uint64(0); ; i++ {
+			var data [8]byte
+			binary.BigEndian.PutUint64(data[:], i)
+			if fr.WritePing(false, data) != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				fr := http2.NewFramer(nc, nc)
-				_ = fr.WriteSettings()
-				for i := uint64(0); ; i++ {
-					var data [8]byte
-					binary.BigEndian.PutUint64(data[:], i)
-					if fr.WritePing(false, data) != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	p := startProxy(t, RelayH2, sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
