@@ -18,7 +18,7 @@ func (s *session) upstream(rt route) *upstream {
 	if up := s.ups[rt]; up != nil {
 		return up
 	}
-	up := &upstream{c: newDialingH2conn(), route: rt, streams: map[uint32]*stream{}, nextID: 1}
+	up := &upstream{c: newDialingH2conn(), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up
@@ -42,6 +42,9 @@ func (s *session) dial(up *upstream) {
 		return
 	}
 	up.c.attach()
+	s.mu.Lock()
+	up.dialing = false
+	s.mu.Unlock()
 	s.readUpstream(up)
 }
 

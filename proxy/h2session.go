@@ -55,6 +55,7 @@ type upstream struct {
 	streams  map[uint32]*stream // by upstream stream ID
 	nextID   uint32
 	draining bool
+	dialing  bool // writes wait in memory (see session.upstream)
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
@@ -356,7 +357,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	rt := s.r.router.route(path)
 	up := s.upstream(rt)
-	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.c.pendingFull() {
+	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
