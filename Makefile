@@ -12,8 +12,11 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
 E2E_TIMEOUT ?= 25m
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build test unit e2e demo demo-clean node node-clean kube-bins bench lint generate generate-crd fmt clean
+.PHONY: all build test unit e2e fuzz demo demo-clean node node-clean kube-bins bench lint generate generate-crd fmt clean
 
 all: build
 
@@ -31,6 +34,15 @@ test: build kube-bins
 # Unit tests only (no containerd, no root).
 unit:
 	$(GO) test -count=1 -short ./...
+
+# Each fuzz target for FUZZTIME; new crashers land in the package's
+# testdata/fuzz, where plain `go test` runs them from then on.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz $$name ($(FUZZTIME))"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
 
 e2e: build
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/...

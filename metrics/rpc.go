@@ -28,6 +28,8 @@ type Metrics struct {
 	inFlight *prometheus.GaugeVec
 	runtime  *runtimeMetrics
 	byLabel  sync.Map // method label -> *methodSeries
+
+	protocolErrors *prometheus.CounterVec
 }
 
 // New registers crishim's collectors, the Go and process collectors and
@@ -52,7 +54,8 @@ func New(version, commit string, known []string) *Metrics {
 			Name: "crishim_grpc_requests_in_flight",
 			Help: "gRPC calls being served, by full method.",
 		}, []string{"method"}),
-		runtime: newRuntimeMetrics(),
+		runtime:        newRuntimeMetrics(),
+		protocolErrors: newProtocolErrors(),
 	}
 	for _, k := range known {
 		m.known[k] = true
@@ -67,7 +70,7 @@ func New(version, commit string, known []string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.requests, m.duration, m.inFlight, build,
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.protocolErrors, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.runtime.collectors()...)

@@ -101,7 +101,7 @@ func echo(_ any, ss grpc.ServerStream) error {
 }
 
 // startFake serves a fake runtime on a unix socket in dir.
-func startFake(t *testing.T, sock string, f *fakeRuntime) *grpc.Server {
+func startFake(t testing.TB, sock string, f *fakeRuntime) *grpc.Server {
 	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -123,18 +123,25 @@ type proxied struct {
 	sock    string
 }
 
-func startProxy(t *testing.T, relay RelayMode, backendSock string, intercept ...Method) *proxied {
+func startProxy(t testing.TB, relay RelayMode, backendSock string, intercept ...Method) *proxied {
 	t.Helper()
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + backendSock})
+	return startProxyWith(t, dialBackend(t, backendSock), ServerOptions{Intercept: intercept, Relay: relay})
+}
+
+// dialBackend is a Backend for the runtime at sock, closed at the test's
+// end (after the proxies started later, which use it).
+func dialBackend(t testing.TB, sock string) *Backend {
+	t.Helper()
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return startProxyWith(t, b, ServerOptions{Intercept: intercept, Relay: relay})
+	return b
 }
 
 // startProxyWith serves a proxy to backend b with opts.
-func startProxyWith(t *testing.T, b *Backend, opts ServerOptions) *proxied {
+func startProxyWith(t testing.TB, b *Backend, opts ServerOptions) *proxied {
 	t.Helper()
 	dir := t.TempDir()
 	srv, err := NewServer(b, opts)
@@ -161,7 +168,7 @@ func startProxyWith(t *testing.T, b *Backend, opts ServerOptions) *proxied {
 	return &proxied{conn: conn, backend: b, server: srv, sock: sock}
 }
 
-func fakeSock(t *testing.T) string {
+func fakeSock(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), "runtime.sock")
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"sync"
@@ -32,6 +33,9 @@ const (
 	// direct with 64 KiB, 1.11 with 256 KiB). It costs about 1 MiB per
 	// client connection (its own buffers and its runtime connection's).
 	ioBufSize = 256 << 10
+	// idleBufSize is a connection's buffer size each way until it makes
+	// its first call.
+	idleBufSize = 4 << 10
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
@@ -40,41 +44,69 @@ const (
 // the order in which header blocks reach the wire.
 type h2conn struct {
 	nc net.Conn
+	r  io.Reader // the socket, under br
+	w  io.Writer // the socket, under bw
 	br *bufio.Reader
 	fr *http2.Framer
+	// tap polices a client's header blocks (nil upstream).
+	tap *continuationTap
+	// grow: the connection made a call; its buffers become ioBufSize at
+	// the next moment they hold nothing (see growBuffers).
+	grow bool
 
-	wmu  sync.Mutex
-	bw   *bufio.Writer
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer
-	werr error
+	wmu sync.Mutex
+	bw  *bufio.Writer
+	// pending holds what is written to an upstream connection while it
+	// is being dialed (w is then pending itself); attach sends it.
+	pending *bytes.Buffer
+	enc     *hpack.Encoder
+	hbuf    bytes.Buffer
+	werr    error
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
+	// answered: HEADERS or DATA went out since the peer's last PING.
+	answered bool
 
 	// The rest is guarded by the session's mu.
-	sendWin        int64 // the peer's connection window for our DATA
-	recvAvail      int64 // what the peer may still send on the connection
-	recvOwed       int64 // bytes consumed but not yet returned with WINDOW_UPDATE
+	send           outWindow // the peer's connection window for our DATA
+	recv           inWindow  // the connection window we gave the peer
 	peerInitWin    int64
 	peerMaxFrame   int
 	peerMaxStreams uint32
 	blocked        []*flow // flows waiting for this connection's window
 }
 
-func newH2conn(nc net.Conn) *h2conn {
+// newH2conn wraps nc; bufSize is its buffers' size each way to begin
+// with.
+func newH2conn(nc net.Conn, bufSize int) *h2conn {
 	r, w := newRawIO(nc)
 	c := &h2conn{
 		nc:             nc,
-		br:             bufio.NewReaderSize(r, ioBufSize),
-		bw:             bufio.NewWriterSize(w, ioBufSize),
-		sendWin:        h2DefaultWindow,
-		recvAvail:      h2DefaultWindow,
+		r:              r,
+		w:              w,
+		br:             bufio.NewReaderSize(r, bufSize),
+		bw:             bufio.NewWriterSize(w, bufSize),
+		send:           outWindow{h2DefaultWindow},
+		recv:           inWindow{avail: h2DefaultWindow},
 		peerInitWin:    h2DefaultWindow,
 		peerMaxFrame:   h2DefaultMaxFrame,
 		peerMaxStreams: math.MaxUint32,
 	}
-	c.fr = http2.NewFramer(nil, c.br)
+	c.initFramer()
+	return c
+}
+
+func (c *h2conn) initFramer() {
+	// The framer reads through connReader so that growBuffers and attach
+	// can swap br.
+	c.fr = http2.NewFramer(nil, connReader{c})
+	// RFC 9113 §4.2: a frame larger than the SETTINGS_MAX_FRAME_SIZE we
+	// advertised (we advertise none: 16 KiB) MUST be treated as a
+	// connection error of type FRAME_SIZE_ERROR. Without the limit the
+	// framer would take up to 16 MiB and keep a buffer that size for the
+	// connection's lifetime.
+	c.fr.SetMaxReadFrameSize(h2DefaultMaxFrame)
 	// Header blocks are decoded into fields; the payload of other frames
 	// is only valid until the next read, which suits a relay that copies
 	// each payload onward at once.
@@ -82,7 +114,103 @@ func newH2conn(nc net.Conn) *h2conn {
 	c.fr.MaxHeaderListSize = maxHeaderListSize
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
+}
+
+// newDialingH2conn is an upstream connection whose dial is under way:
+// writes wait in memory until attach.
+func newDialingH2conn() *h2conn {
+	c := &h2conn{
+		pending:        &bytes.Buffer{},
+		send:           outWindow{h2DefaultWindow},
+		recv:           inWindow{avail: h2DefaultWindow},
+		peerInitWin:    h2DefaultWindow,
+		peerMaxFrame:   h2DefaultMaxFrame,
+		peerMaxStreams: math.MaxUint32,
+	}
+	c.w = c.pending
+	c.bw = bufio.NewWriterSize(c.w, ioBufSize)
+	c.initFramer()
 	return c
+}
+
+// maxPending bounds what may wait for a dial: DATA is bounded by the
+// connection window anyway, HEADERS are not.
+const maxPending = 1 << 20
+
+// pendingFull says whether a connection being dialed holds all it may.
+func (c *h2conn) pendingFull() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.pending != nil && c.pending.Len()+c.bw.Buffered() >= maxPending
+}
+
+// setConn gives a dialed connection its socket; false if it was closed
+// meanwhile. Callers hold the session's connMu, so that kill sees nc.
+func (c *h2conn) setConn(nc net.Conn) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return false
+	}
+	c.nc = nc
+	return true
+}
+
+// attach sends what waited for the dial and makes the socket the
+// connection's; the reader starts after it.
+func (c *h2conn) attach() {
+	r, w := newRawIO(c.nc)
+	c.r = r
+	c.br = bufio.NewReaderSize(r, ioBufSize)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return
+	}
+	_ = c.bw.Flush() // into pending, which takes everything
+	c.w = w
+	c.bw.Reset(w)
+	if _, err := w.Write(c.pending.Bytes()); err != nil {
+		c.failLocked(err)
+	}
+	c.pending = nil
+}
+
+// connReader is what the framer reads: whichever br the connection has.
+type connReader struct{ c *h2conn }
+
+func (r connReader) Read(p []byte) (int, error) {
+	t := r.c.tap
+	if t == nil {
+		return r.c.br.Read(p)
+	}
+	// The error goes out with the next read: io.ReadFull drops one that
+	// comes with the last bytes it asked for.
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := r.c.br.Read(p)
+	t.saw(p[:n])
+	return n, err
+}
+
+// growBuffers gives a connection that made a call its full-size buffers,
+// at a moment when the small ones hold nothing: a connection that never
+// calls (or a hostile one) costs a few KiB, not half a MiB. Only the
+// connection's reader calls it.
+func (c *h2conn) growBuffers() {
+	if !c.grow || c.br.Buffered() > 0 {
+		return
+	}
+	if c.br.Size() < ioBufSize {
+		c.br = bufio.NewReaderSize(c.r, ioBufSize)
+	}
+	c.wmu.Lock()
+	if c.bw.Buffered() == 0 {
+		c.bw = bufio.NewWriterSize(c.w, ioBufSize)
+		c.grow = false
+	}
+	c.wmu.Unlock()
 }
 
 // maxHeaderListSize is grpc-go's default; metadata beyond it is refused by
@@ -123,6 +251,9 @@ func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uin
 	for _, p := range payload {
 		n += len(p)
 	}
+	if typ == http2.FrameData || typ == http2.FrameHeaders {
+		c.answered = true
+	}
 	var h [9]byte
 	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
 	h[3], h[4] = byte(typ), byte(flags)
@@ -141,7 +272,9 @@ func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uin
 func (c *h2conn) failLocked(err error) {
 	if c.werr == nil {
 		c.werr = err
-		_ = c.nc.Close()
+		if c.nc != nil {
+			_ = c.nc.Close()
+		}
 	}
 }
 
@@ -253,7 +386,7 @@ func (c *h2conn) writeOurSettings(maxStreams bool) {
 	}
 	c.writeSettings(ss...)
 	c.writeWindowUpdate(0, relayConnWindow-h2DefaultWindow)
-	c.recvAvail = relayConnWindow
+	c.recv.avail = relayConnWindow
 }
 
 // grpcBDPPing is the payload of the PINGs grpc-go's bandwidth-delay
@@ -267,14 +400,19 @@ var grpcBDPPing = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
 // within a transfer that is at once, so the peer's round-trip sample stays
 // true, and while the probe is unanswered the peer sends no other. Every
 // other PING (keepalive, liveness) is answered at once.
-func (c *h2conn) ackPing(data [8]byte) {
-	if data != grpcBDPPing {
-		c.writePing(true, data)
-		return
-	}
+//
+// It returns whether crishim sent HEADERS or DATA since the previous PING,
+// for flood policing.
+func (c *h2conn) ackPing(data [8]byte) (answered bool) {
 	c.wmu.Lock()
-	c.probeAck = true
+	answered, c.answered = c.answered, false
+	if data == grpcBDPPing {
+		c.probeAck = true
+	} else {
+		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, data[:])
+	}
 	c.wmu.Unlock()
+	return answered
 }
 
 // flush writes out whatever is buffered.
@@ -292,11 +430,12 @@ func (c *h2conn) flush() {
 	c.wmu.Unlock()
 }
 
-// close ends the connection; the reader notices and cleans up.
+// close ends the connection; the reader notices and cleans up. It takes
+// no lock: a writer stuck on a peer that does not read holds wmu, and
+// closing the socket is what unblocks it (grpc-go's http2Server.Close
+// does the same).
 func (c *h2conn) close() {
-	c.wmu.Lock()
-	c.failLocked(net.ErrClosed)
-	c.wmu.Unlock()
+	_ = c.nc.Close()
 }
 
 // flushAndClose ends the connection after what is buffered (a GOAWAY).

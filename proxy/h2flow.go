@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 )
 
 // flow is one direction of a relayed stream: bytes from src to dst. Flow
@@ -19,9 +22,8 @@ type flow struct {
 	src, dst     *h2conn
 	srcID, dstID uint32
 
-	sendWin   int64 // dst's window for this stream
-	recvAvail int64 // what src may still send on this stream
-	recvOwed  int64 // consumed from src, not yet returned with WINDOW_UPDATE
+	out outWindow // dst's window for this stream
+	in  inWindow  // the window src has on this stream
 
 	// Bytes waiting for dst's window, at most what src was allowed to
 	// send; then either trailers or a bare END_STREAM.
@@ -47,8 +49,8 @@ func (f *flow) prepaid() bool { return f.rewrite != nil }
 
 func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
 	f.st, f.src, f.dst, f.srcID, f.dstID = st, src, dst, srcID, dstID
-	f.sendWin = dst.peerInitWin
-	f.recvAvail = relayStreamWindow
+	f.out = outWindow{dst.peerInitWin}
+	f.in = inWindow{avail: relayStreamWindow}
 }
 
 // toClient and toUpstream pick a stream's flow toward one side, for the
@@ -61,19 +63,25 @@ func toUpstream(st *stream) *flow { return &st.toUp }
 func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams map[uint32]*stream, toward func(*stream) *flow) error {
 	inc := int64(f.Increment)
 	if f.StreamID == 0 {
-		c.sendWin += inc
-		if c.sendWin > h2MaxStreamID {
-			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		if !c.send.add(inc) {
+			// RFC 9113 §6.9.1: a connection window past 2^31-1 MUST be
+			// a connection error of type FLOW_CONTROL_ERROR.
+			return connError(http2.ErrCodeFlowControl, reasonFlowControl, "WINDOW_UPDATE overflowed the connection window")
 		}
 		s.unblock(c)
 		return nil
 	}
-	if st := streams[f.StreamID]; st != nil {
-		fl := toward(st)
-		fl.sendWin += inc
-		fl.pump()
-		s.settle(st)
+	st := streams[f.StreamID]
+	if st == nil {
+		return nil
 	}
+	fl := toward(st)
+	if !fl.out.add(inc) {
+		s.windowOverflow(c, st)
+		return nil
+	}
+	fl.pump()
+	s.settle(st)
 	return nil
 }
 
@@ -84,6 +92,13 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint
 		return nil
 	}
 	delta, err := c.applySettings(f)
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		// RFC 9113 §6.5.2: values out of range (ENABLE_PUSH not 0 or 1,
+		// INITIAL_WINDOW_SIZE over 2^31-1, MAX_FRAME_SIZE out of
+		// [2^14, 2^24-1]) MUST be treated as connection errors.
+		return connError(http2.ErrCode(ce), reasonSettings, err.Error())
+	}
 	if err != nil {
 		return err
 	}
@@ -93,7 +108,12 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint
 	}
 	for _, st := range streams {
 		fl := toward(st)
-		fl.sendWin += delta
+		if !fl.out.add(delta) {
+			// RFC 9113 §6.9.2: an INITIAL_WINDOW_SIZE change that takes a
+			// window past 2^31-1 MUST be a connection error of type
+			// FLOW_CONTROL_ERROR.
+			return connError(http2.ErrCodeFlowControl, reasonFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflowed a stream window")
+		}
 		if delta > 0 {
 			fl.pump()
 			s.settle(st)
@@ -109,22 +129,55 @@ func (f *flow) consumed(n int64) {
 	if n == 0 {
 		return
 	}
-	f.recvOwed += n
-	f.src.recvOwed += n
-	if !f.srcEnded && f.recvOwed >= relayStreamWindow/4 {
-		f.src.writeWindowUpdate(f.srcID, f.recvOwed)
-		f.recvAvail += f.recvOwed
-		f.recvOwed = 0
+	// Once src has ended the stream its window no longer matters.
+	if !f.srcEnded {
+		if inc := f.in.give(n, relayStreamWindow/4); inc > 0 {
+			f.src.writeWindowUpdate(f.srcID, inc)
+		}
 	}
-	creditConn(f.src)
+	f.src.credit(n)
 }
 
-func creditConn(c *h2conn) {
-	if c.recvOwed >= relayConnWindow/4 {
-		c.writeWindowUpdate(0, c.recvOwed)
-		c.recvAvail += c.recvOwed
-		c.recvOwed = 0
+// credit gives the peer n bytes of its connection window back.
+func (c *h2conn) credit(n int64) {
+	if inc := c.recv.give(n, relayConnWindow/4); inc > 0 {
+		c.writeWindowUpdate(0, inc)
 	}
+}
+
+// admit takes in a DATA frame of n bytes, padding included, whose payload
+// is data: the padding is consumed at once, and a message over the size
+// limit ends the call (its bytes go back to src's connection). False: the
+// frame goes no further.
+func (s *session) admit(st *stream, fl *flow, n int64, data []byte) bool {
+	fl.consumed(n - int64(len(data)))
+	if st.route == routeLocal {
+		return true // crishim's gRPC server keeps the limit itself
+	}
+	if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
+		fl.src.credit(int64(len(data)))
+		s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
+		return false
+	}
+	return true
+}
+
+// windowOverflow answers a WINDOW_UPDATE from c that took a stream's
+// window past 2^31-1: RFC 9113 §6.9.1, the sender MUST send RST_STREAM
+// with FLOW_CONTROL_ERROR.
+func (s *session) windowOverflow(c *h2conn, st *stream) {
+	id := st.uid
+	if c == s.client {
+		id = st.cid
+	}
+	s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, id, "WINDOW_UPDATE overflowed a stream window")
+	if c == s.client {
+		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overflowed a stream's flow-control window")
+		return
+	}
+	c.writeRST(st.uid, http2.ErrCodeFlowControl)
+	st.toUp.dstEnded, st.toClient.srcEnded = true, true
+	s.endLocally(st, codes.Internal, "crishim: the "+s.r.endpoints[st.route].name+" overflowed a stream's flow-control window")
 }
 
 // forward sends p to dst now as far as windows allow and queues the rest.
@@ -157,7 +210,7 @@ func (f *flow) send(p []byte, end bool) int {
 	sent := 0
 	for len(p) > 0 {
 		n := int64(len(p))
-		n = min(n, f.sendWin, f.dst.sendWin, int64(f.dst.peerMaxFrame))
+		n = min(n, f.out.avail(), f.dst.send.avail(), int64(f.dst.peerMaxFrame))
 		if n <= 0 {
 			break
 		}
@@ -166,8 +219,8 @@ func (f *flow) send(p []byte, end bool) int {
 		if last {
 			f.dstEnded = true
 		}
-		f.sendWin -= n
-		f.dst.sendWin -= n
+		f.out.take(n)
+		f.dst.send.take(n)
 		p = p[n:]
 		sent += int(n)
 	}
@@ -220,8 +273,7 @@ func (f *flow) endWith(trailers []hpack.HeaderField) {
 func (f *flow) drop() {
 	f.held = nil
 	if n := int64(f.queue.len()); n > 0 && !f.prepaid() {
-		f.src.recvOwed += n
-		creditConn(f.src)
+		f.src.credit(n)
 	}
 	f.queue.reset()
 	f.trailers, f.endAfter = nil, false
@@ -232,7 +284,7 @@ func (f *flow) drop() {
 }
 
 func (f *flow) block() {
-	if !f.queued && f.sendWin > 0 {
+	if !f.queued && f.out.avail() > 0 {
 		// Only the connection window can free this flow without a
 		// WINDOW_UPDATE for its own stream.
 		f.queued = true
@@ -243,34 +295,23 @@ func (f *flow) block() {
 // msgLimit follows the gRPC length prefixes in a stream of DATA payloads,
 // so that the message size limit holds without decoding any message.
 type msgLimit struct {
-	hdr  [5]byte
-	nhdr int
-	left uint64
+	records
 }
 
 // scan returns the length of the first message in p larger than max.
 func (m *msgLimit) scan(p []byte, max int) (uint32, bool) {
-	for len(p) > 0 {
-		if m.left > 0 {
-			n := min(m.left, uint64(len(p)))
-			m.left -= n
-			p = p[n:]
-			continue
-		}
-		c := copy(m.hdr[m.nhdr:], p)
-		m.nhdr += c
-		p = p[c:]
-		if m.nhdr < len(m.hdr) {
+	for {
+		h, rest, ok := m.header(p, grpcPrefixLen)
+		if !ok {
 			return 0, false
 		}
-		m.nhdr = 0
-		size := binary.BigEndian.Uint32(m.hdr[1:])
+		p = rest
+		size := binary.BigEndian.Uint32(h[1:])
 		if int64(size) > int64(max) {
 			return size, true
 		}
 		m.left = uint64(size)
 	}
-	return 0, false
 }
 
 // byteQueue holds a flow's waiting bytes in frame-sized chunks: a queue

@@ -271,12 +271,7 @@ func TestRelayMetricsShareTheRPCSeries(t *testing.T) {
 	m := metrics.New("test", "test", MethodNames(CRIServices...))
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2, Observe: m})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m})
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	_, _ = client.Version(context.Background(), &runtimeapi.VersionRequest{})
 	_, _ = client.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})

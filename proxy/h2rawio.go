@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,22 +23,38 @@ import (
 // (Go sets them so), so a raw read or write never blocks a thread, which is
 // the one thing the syscall path exists to handle.
 type rawIO struct {
+	nc net.Conn
 	rc syscall.RawConn
 }
+
+// writeTimeout bounds how long a write may wait for a peer that takes no
+// bytes: a gRPC peer reads all the time (flow control, not its socket,
+// holds its sender back), so one that stops is stuck or hostile, and a
+// writer waiting on it forever would hold the session with it.
+const writeTimeout = 30 * time.Second
 
 // newRawIO returns the raw reader and writer of nc, or nc itself when it
 // has no file descriptor (crishim's in-memory connection).
 func newRawIO(nc net.Conn) (io.Reader, io.Writer) {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return nc, nc
+		return nc, deadlineWriter{nc}
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return nc, nc
+		return nc, deadlineWriter{nc}
 	}
-	r := rawIO{rc: rc}
+	r := rawIO{nc: nc, rc: rc}
 	return r, r
+}
+
+// deadlineWriter puts writeTimeout on every write to a connection that
+// has no raw path.
+type deadlineWriter struct{ nc net.Conn }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return w.nc.Write(p)
 }
 
 func (r rawIO) Read(p []byte) (int, error) {
@@ -66,10 +84,23 @@ func (r rawIO) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Write writes all of p. The deadline is set only once the socket is
+// full, so a write that does not wait costs no timer.
 func (r rawIO) Write(p []byte) (int, error) {
-	written := 0
+	written, full, err := r.write(p, false)
+	if err != nil || !full {
+		return written, err
+	}
+	_ = r.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	n, _, err := r.write(p[written:], true)
+	_ = r.nc.SetWriteDeadline(time.Time{})
+	return written + n, err
+}
+
+// write writes p until done, an error, or (unless wait) a full socket.
+func (r rawIO) write(p []byte, wait bool) (written int, full bool, err error) {
 	var errno syscall.Errno
-	err := r.rc.Write(func(fd uintptr) bool {
+	err = r.rc.Write(func(fd uintptr) bool {
 		for written < len(p) {
 			rest := p[written:]
 			m, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
@@ -78,7 +109,8 @@ func (r rawIO) Write(p []byte) (int, error) {
 				written += int(m)
 			case unix.EINTR:
 			case unix.EAGAIN:
-				return false // wait until the socket takes more
+				full = true
+				return !wait // wait until the socket takes more
 			default:
 				errno = e
 				return true
@@ -87,10 +119,10 @@ func (r rawIO) Write(p []byte) (int, error) {
 		return true
 	})
 	if err != nil {
-		return written, err
+		return written, full, fmt.Errorf("write: %w", err)
 	}
 	if errno != 0 {
-		return written, errno
+		return written, full, fmt.Errorf("write: %w", errno)
 	}
-	return written, nil
+	return written, full, nil
 }

@@ -25,6 +25,7 @@ type relay struct {
 	endpoints [numRoutes]*endpoint
 	maxMsg    int
 	observe   CallObserver
+	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
 	local     *bufconn.Listener
 	grpc      *grpc.Server
@@ -55,6 +56,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 			splitImage: b.imagePath != b.runtimePath,
 		},
 	}
+	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true
@@ -145,8 +147,13 @@ func (r *relay) shutdown(ctx context.Context) {
 		sessions = append(sessions, s)
 	}
 	r.mu.Unlock()
+	// Each GOAWAY is written by a goroutine of its own: a session may be
+	// stuck writing to a client that does not read, and asking it to go
+	// away must not hold up the deadline below (grpc-go's Drain only
+	// queues its GOAWAY). Killing the sessions unblocks them all.
+	var goAways sync.WaitGroup
 	for _, s := range sessions {
-		s.goAway()
+		goAways.Go(s.goAway)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -158,12 +165,12 @@ func (r *relay) shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		r.mu.Lock()
 		for s := range r.sessions {
-			s.cancel() // a dial in progress
-			s.client.close()
+			s.kill()
 		}
 		r.mu.Unlock()
 		<-done
 	}
+	goAways.Wait()
 	// No session is left to call the local server: stop it, then wait for
 	// the accept loops.
 	r.grpc.Stop()

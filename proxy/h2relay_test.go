@@ -245,45 +245,51 @@ func serveHandler(t *testing.T, sock string, h grpc.StreamHandler) *grpc.Server 
 // rawRuntime is an HTTP/2 server that answers each new stream the way a
 // test tells it to; it shows the relay frames grpc-go never sends.
 type rawRuntime struct {
-	mu    sync.Mutex
-	conns int
+	mu      sync.Mutex
+	conns   int
+	goAways []http2.ErrCode // received from the relay
 }
 
 type rawReply func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32)
 
 func startRaw(t *testing.T, sock string, reply rawReply) *rawRuntime {
 	t.Helper()
+	rr := &rawRuntime{}
+	serveUnix(t, sock, func(nc net.Conn) {
+		rr.mu.Lock()
+		n := rr.conns
+		rr.conns++
+		rr.mu.Unlock()
+		rr.serve(nc, n, reply)
+	})
+	return rr
+}
+
+// serveUnix calls handle on a goroutine for each connection accepted on
+// sock, and closes the connection after; the test's end stops it all.
+func serveUnix(t *testing.T, sock string, handle func(nc net.Conn)) {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr := &rawRuntime{}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			rr.mu.Lock()
-			n := rr.conns
-			rr.conns++
-			rr.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer nc.Close()
-				serveRaw(nc, n, reply)
-			}()
+				handle(nc)
+			})
 		}
-	}()
-	return rr
+	})
 }
 
-func serveRaw(nc net.Conn, n int, reply rawReply) {
+func (rr *rawRuntime) serve(nc net.Conn, n int, reply rawReply) {
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(nc, preface); err != nil {
 		return
@@ -309,6 +315,10 @@ func serveRaw(nc net.Conn, n int, reply rawReply) {
 			}
 		case *http2.MetaHeadersFrame:
 			reply(n, fr, enc, &buf, f.StreamID)
+		case *http2.GoAwayFrame:
+			rr.mu.Lock()
+			rr.goAways = append(rr.goAways, f.ErrCode)
+			rr.mu.Unlock()
 		}
 	}
 }
@@ -347,9 +357,19 @@ func TestRuntimeResetReachesClient(t *testing.T) {
 
 func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 	sock := fakeSock(t)
-	rr := startRaw(t, sock, func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
-		if conn == 0 {
-			// The first connection takes nothing and goes away.
+	// The runtime goes away on the first call it is sent, on whichever
+	// connection that is (the backend's own gRPC connection sends none),
+	// without taking it; it answers every later one.
+	var mu sync.Mutex
+	var goneAway bool
+	var callConns []int // the connection of each call the runtime saw
+	startRaw(t, sock, func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
+		mu.Lock()
+		callConns = append(callConns, conn)
+		first := !goneAway
+		goneAway = true
+		mu.Unlock()
+		if first {
 			_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 			return
 		}
@@ -362,10 +382,10 @@ func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{}); err != nil {
 		t.Fatalf("call across a GOAWAY: %v", err)
 	}
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if rr.conns != 2 {
-		t.Errorf("runtime saw %d connections, want 2", rr.conns)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(callConns) != 2 || callConns[0] == callConns[1] {
+		t.Errorf("the runtime saw the call on connections %v, want once on the one that went away and once on a new one", callConns)
 	}
 }
 

@@ -77,10 +77,17 @@ func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
 		e.mu.Unlock()
 		return nil, err
 	}
+	dial := e.dial // under mu: tests swap it
 	e.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	nc, err := e.dial(ctx)
+	nc, err := dial(dctx)
+	if err != nil && ctx.Err() != nil {
+		// The session ended (its client hung up, crishim shuts down):
+		// that says nothing about the runtime, and must not hold back
+		// other sessions' dials.
+		return nil, fmt.Errorf("connect to the %s: %w", e.name, err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {

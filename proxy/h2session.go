@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,13 @@ type session struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // upstream readers
 
+	// conns are every connection of the session, for kill, which must not
+	// wait for mu: a reader holding mu may be stuck writing to a peer that
+	// does not read. connMu is never held across I/O.
+	connMu sync.Mutex
+	conns  []*h2conn
+	killed bool
+
 	mu       sync.Mutex
 	streams  map[uint32]*stream // by client stream ID
 	ups      [numRoutes]*upstream
@@ -36,6 +44,7 @@ type session struct {
 	lastCID  uint32
 	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
 	goAway2  bool // sent GOAWAY(lastCID): refuse newer streams
+	guard    floodGuard
 }
 
 // upstream is one connection from a session to a runtime endpoint or to
@@ -46,6 +55,7 @@ type upstream struct {
 	streams  map[uint32]*stream // by upstream stream ID
 	nextID   uint32
 	draining bool
+	dialing  bool // writes wait in memory (see session.upstream)
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
@@ -76,7 +86,7 @@ func newSession(r *relay, nc net.Conn) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &session{
 		r:        r,
-		client:   newH2conn(nc),
+		client:   newH2conn(nc, idleBufSize),
 		ctx:      ctx,
 		cancel:   cancel,
 		streams:  map[uint32]*stream{},
@@ -84,7 +94,41 @@ func newSession(r *relay, nc net.Conn) *session {
 	}
 	// Buffered now, so that a GOAWAY from Shutdown can only follow it.
 	s.client.writeOurSettings(true)
+	s.conns = []*h2conn{s.client}
+	s.client.tap = &continuationTap{}
 	return s
+}
+
+// kill closes every connection of the session at once, without waiting
+// for anything: the readers then fail and clean up.
+func (s *session) kill() {
+	s.cancel() // a dial in progress
+	s.connMu.Lock()
+	s.killed = true
+	for _, c := range s.conns {
+		c.close()
+	}
+	s.connMu.Unlock()
+}
+
+// addConn gives a dialed upstream connection its socket nc and adds it for
+// kill; false if the session was killed meanwhile (nc is then closed).
+func (s *session) addConn(c *h2conn, nc net.Conn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.killed || !c.setConn(nc) {
+		_ = nc.Close()
+		return false
+	}
+	s.conns = append(s.conns, c)
+	return true
+}
+
+// dropConn forgets an upstream connection that is gone.
+func (s *session) dropConn(c *h2conn) {
+	s.connMu.Lock()
+	s.conns = slices.DeleteFunc(s.conns, func(d *h2conn) bool { return d == c })
+	s.connMu.Unlock()
 }
 
 func (s *session) run() {
@@ -101,7 +145,9 @@ func (s *session) run() {
 		return
 	}
 	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
-		s.connError(http2.ConnectionError(http2.ErrCodeProtocol))
+		// RFC 9113 §3.4: a preface not followed by SETTINGS MUST be
+		// treated as a connection error of type PROTOCOL_ERROR.
+		s.connError(connError(http2.ErrCodeProtocol, reasonFraming, "the preface is not followed by SETTINGS"))
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Time{})
@@ -116,6 +162,7 @@ func (s *session) run() {
 		for {
 			if !c.frameReady() {
 				s.flushAll(c)
+				c.growBuffers()
 			}
 			f, err = c.fr.ReadFrame()
 			var se http2.StreamError
@@ -123,8 +170,12 @@ func (s *session) run() {
 				break
 			}
 			s.mu.Lock()
-			s.resetClient(se.StreamID, se.Code)
+			s.resetClient(se)
+			err = s.guard.idleFrame()
 			s.mu.Unlock()
+			if err != nil {
+				break
+			}
 		}
 		if err != nil {
 			s.connError(err)
@@ -136,20 +187,19 @@ func (s *session) run() {
 // connError answers a protocol violation with GOAWAY; other errors (the
 // client hung up) need no answer.
 func (s *session) connError(err error) {
-	var ce http2.ConnectionError
-	code := http2.ErrCode(0)
-	switch {
-	case errors.As(err, &ce):
-		code = http2.ErrCode(ce)
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		code = http2.ErrCodeFrameSize
-	default:
+	pe, ok := asProtoError(err, s.client.fr)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	last := s.lastCID
+	s.protocolError(s.client, pe.reason, pe.code, 0, pe.detail)
 	s.mu.Unlock()
-	s.client.writeGoAway(last, code, "crishim: "+code.String())
+	debug := pe.debug
+	if debug == "" {
+		debug = "crishim: " + pe.code.String()
+	}
+	s.client.writeGoAway(last, pe.code, debug)
 	s.client.flush()
 }
 
@@ -157,32 +207,16 @@ func (s *session) connError(err error) {
 // still open end with it, and closing the upstream connections cancels
 // them in the runtime.
 func (s *session) teardown() {
-	s.cancel()
-	s.client.close()
+	// Closing every connection first frees an upstream reader stuck
+	// writing under mu.
+	s.kill()
 	s.mu.Lock()
 	for _, st := range s.streams {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
 	}
-	ups := s.upstreams()
 	s.mu.Unlock()
-	for _, up := range ups {
-		up.c.close()
-	}
 	s.wg.Wait()
-}
-
-func (s *session) upstreams() []*upstream {
-	var ups []*upstream
-	for _, up := range s.ups {
-		if up != nil {
-			ups = append(ups, up)
-		}
-	}
-	for up := range s.draining {
-		ups = append(ups, up)
-	}
-	return ups
 }
 
 // flushAll writes out every connection's buffer. Readers call it before
@@ -237,10 +271,16 @@ func (s *session) onClientFrame(f http2.Frame) error {
 	case *http2.WindowUpdateFrame:
 		return s.onWindowUpdate(c, f, s.streams, toClient)
 	case *http2.SettingsFrame:
+		if err := s.guard.idleFrame(); err != nil {
+			return err
+		}
 		return s.onSettings(c, f, s.streams, toClient)
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			c.ackPing(f.Data)
+			// Policed before it is answered (see floodGuard.ping).
+			if err := s.guard.ping(c.ackPing(f.Data)); err != nil {
+				return err
+			}
 		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
 			s.goAway2 = true
 			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
@@ -249,10 +289,15 @@ func (s *session) onClientFrame(f http2.Frame) error {
 			}
 		}
 	case *http2.RSTStreamFrame:
+		if err := s.guard.idleFrame(); err != nil {
+			return err
+		}
 		st := s.streams[f.StreamID]
 		if st == nil {
 			if f.StreamID > s.lastCID {
-				return http2.ConnectionError(http2.ErrCodeProtocol)
+				// RFC 9113 §6.4: RST_STREAM on an idle stream MUST be
+				// treated as a connection error of type PROTOCOL_ERROR.
+				return connError(http2.ErrCodeProtocol, reasonStreamState, "RST_STREAM on an idle stream")
 			}
 			return nil
 		}
@@ -262,11 +307,14 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		st.code, st.msg = rstCode(f.ErrCode), "the client reset the stream: "+f.ErrCode.String()
 		s.finish(st)
 	case *http2.PushPromiseFrame:
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §8.4: a client cannot push; PUSH_PROMISE from it MUST
+		// be treated as a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, "PUSH_PROMISE from a client")
 	}
 	// GOAWAY from the client needs nothing: it closes the connection when
-	// its calls are done. PRIORITY and unknown frames are ignored.
-	return nil
+	// its calls are done. PRIORITY and unknown frames are ignored, and
+	// counted: a stream of them is only work.
+	return s.guard.idleFrame()
 }
 
 func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
@@ -275,6 +323,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	if st := s.streams[id]; st != nil {
 		// Trailers from the client: legal, though gRPC clients send none.
 		if !mh.StreamEnded() || st.toUp.srcEnded {
+			// RFC 9113 §8.1: a second HEADERS without END_STREAM, or after
+			// it, MUST be treated as malformed: a stream error of type
+			// PROTOCOL_ERROR (§8.1.1).
+			s.protocolError(c, reasonStreamState, http2.ErrCodeProtocol, id, "unexpected HEADERS")
 			s.abort(st, http2.ErrCodeProtocol, codes.Internal, "crishim: unexpected HEADERS from the client")
 			return nil
 		}
@@ -283,7 +335,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	if id%2 == 0 {
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §5.1.1: a stream ID the client may not open MUST be
+		// treated as a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("HEADERS on even stream %d", id))
 	}
 	if id <= s.lastCID {
 		return nil // a stream crishim already ended
@@ -296,20 +350,18 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	path := mh.PseudoValue("path")
 	if path == "" || mh.Truncated {
+		// RFC 9113 §8.3.1: a request without :path is malformed, a stream
+		// error of type PROTOCOL_ERROR (§8.1.1).
+		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path, or its headers truncated")
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
 	if msg := refusedMethod(path); msg != "" {
-		s.answer(id, path, routeRuntime, end, codes.Unimplemented, msg)
-		return nil
+		return s.refuse(id, path, end, msg)
 	}
 	rt := s.r.router.route(path)
-	up, err := s.upstream(rt)
-	if err != nil {
-		s.answer(id, path, rt, end, codes.Unavailable, "crishim: "+err.Error())
-		return nil
-	}
-	if uint32(len(up.streams)) >= up.c.peerMaxStreams {
+	up := s.upstream(rt)
+	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
@@ -329,6 +381,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	s.streams[id] = st
 	up.streams[st.uid] = st
+	c.grow = c.br.Size() < ioBufSize
 	if rt != routeLocal && s.r.observe != nil {
 		st.done = s.r.observe.CallStarted(path)
 	}
@@ -342,44 +395,47 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 func (s *session) onClientData(f *http2.DataFrame) error {
 	c := s.client
 	n := int64(f.Length)
-	if n > c.recvAvail {
-		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	if !c.recv.take(n) {
+		// RFC 9113 §6.9.1: a sender MUST NOT send beyond the window; a
+		// connection overrun is a connection error FLOW_CONTROL_ERROR.
+		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the client overran the connection window")
 	}
-	c.recvAvail -= n
 	st := s.streams[f.StreamID]
 	if st == nil {
 		if f.StreamID > s.lastCID {
-			return http2.ConnectionError(http2.ErrCodeProtocol)
+			// RFC 9113 §6.1: DATA on an idle stream MUST be treated as a
+			// connection error of type PROTOCOL_ERROR.
+			return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("DATA on idle stream %d", f.StreamID))
 		}
 		// A call crishim already ended: the bytes count only against the
 		// connection, which must get them back.
-		c.recvOwed += n
-		creditConn(c)
+		c.credit(n)
 		return nil
 	}
 	fl := &st.toUp
 	switch {
 	case fl.srcEnded:
-		c.recvOwed += n
-		creditConn(c)
+		// RFC 9113 §6.1: DATA on a half-closed (remote) stream MUST be
+		// answered with a stream error of type STREAM_CLOSED.
+		c.credit(n)
+		s.protocolError(c, reasonStreamState, http2.ErrCodeStreamClosed, st.cid, "DATA after END_STREAM")
 		s.abort(st, http2.ErrCodeStreamClosed, codes.Internal, "crishim: DATA after the end of the stream")
 		return nil
-	case n > fl.recvAvail:
-		c.recvOwed += n
-		creditConn(c)
+	case !fl.in.take(n):
+		// RFC 9113 §6.9.1: a stream overrun is FLOW_CONTROL_ERROR.
+		c.credit(n)
+		s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, st.cid, "the client overran a stream window")
 		s.abort(st, http2.ErrCodeFlowControl, codes.Internal, "crishim: the client overran its flow-control window")
 		return nil
 	}
-	fl.recvAvail -= n
 	data := f.Data()
-	fl.consumed(n - int64(len(data))) // padding
-	if st.route != routeLocal {
-		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
-			c.recvOwed += int64(len(data))
-			creditConn(c)
-			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
-			return nil
+	if len(data) == 0 && !f.StreamEnded() {
+		if err := s.guard.idleFrame(); err != nil {
+			return err
 		}
+	}
+	if !s.admit(st, fl, n, data) {
+		return nil
 	}
 	fl.forward(data, f.StreamEnded())
 	s.settle(st)
@@ -387,7 +443,9 @@ func (s *session) onClientData(f *http2.DataFrame) error {
 }
 
 // resetClient answers a malformed frame on one stream.
-func (s *session) resetClient(id uint32, code http2.ErrCode) {
+func (s *session) resetClient(se http2.StreamError) {
+	id, code := se.StreamID, se.Code
+	s.protocolError(s.client, streamErrorReason(se), code, id, se.Error())
 	if st := s.streams[id]; st != nil {
 		s.abort(st, code, codes.Internal, "crishim: malformed frame from the client")
 		return
@@ -398,41 +456,19 @@ func (s *session) resetClient(id uint32, code http2.ErrCode) {
 	s.client.writeRST(id, code)
 }
 
-// upstream returns the connection for a route, dialing it if needed. The
-// dial happens without the lock: only this (the client's) reader opens
-// streams and connections, and the others must not wait for a dial.
-func (s *session) upstream(rt route) (*upstream, error) {
-	if up := s.ups[rt]; up != nil {
-		return up, nil
-	}
-	s.mu.Unlock()
-	nc, err := s.r.endpoints[rt].connect(s.ctx)
-	s.mu.Lock()
-	if err != nil {
-		return nil, err
-	}
-	up := &upstream{c: newH2conn(nc), route: rt, streams: map[uint32]*stream{}, nextID: 1}
-	up.c.writeRaw([]byte(http2.ClientPreface))
-	up.c.writeOurSettings(false)
-	s.ups[rt] = up
-	s.wg.Add(1)
-	go s.readUpstream(up)
-	return up, nil
-}
-
-// answer ends a call crishim could not relay with a trailers-only response.
-func (s *session) answer(id uint32, method string, rt route, clientEnded bool, code codes.Code, msg string) {
-	s.client.writeHeaders(id, statusFields(code, msg, false), true)
+// refuse answers a call crishim will not route (see refusedMethod) with Unimplemented as
+// trailers-only, reports it like a relayed call, and counts it against the flood guard: a
+// refused call relays nothing, so a stream of them is a flood like any other.
+func (s *session) refuse(id uint32, method string, clientEnded bool, msg string) error {
+	s.client.writeHeaders(id, statusFields(codes.Unimplemented, msg, false), true)
 	if !clientEnded {
 		s.client.writeRST(id, http2.ErrCodeNo)
 	}
-	if rt == routeLocal {
-		return
-	}
 	if s.r.observe != nil {
-		s.r.observe.CallStarted(method)(code)
+		s.r.observe.CallStarted(method)(codes.Unimplemented)
 	}
-	logRelayed(context.Background(), s.r.log, method, time.Now(), code, decodeGrpcMessage(msg))
+	logRelayed(context.Background(), s.r.log, method, time.Now(), codes.Unimplemented, msg)
+	return s.guard.idleFrame()
 }
 
 // unblock sends what waited for c's connection window.
@@ -505,6 +541,9 @@ func (s *session) finish(st *stream) {
 		return
 	}
 	st.over = true
+	if st.toClient.dstEnded {
+		s.guard.callDone()
+	}
 	st.toUp.drop()
 	st.toClient.drop()
 	delete(s.streams, st.cid)

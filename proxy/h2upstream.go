@@ -12,7 +12,6 @@ import (
 // readUpstream is an upstream connection's reader: it relays what the
 // runtime (or crishim's gRPC server) answers to the client.
 func (s *session) readUpstream(up *upstream) {
-	defer s.wg.Done()
 	c := up.c
 	var err error
 	for err == nil {
@@ -24,6 +23,7 @@ func (s *session) readUpstream(up *upstream) {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				s.mu.Lock()
+				s.protocolError(c, streamErrorReason(se), se.Code, se.StreamID, se.Error())
 				if st := up.streams[se.StreamID]; st != nil {
 					s.endLocally(st, codes.Internal, "crishim: malformed frame from the "+s.r.endpoints[up.route].name+": "+se.Error())
 				}
@@ -36,7 +36,17 @@ func (s *session) readUpstream(up *upstream) {
 		err = s.onUpstreamFrame(up, f)
 		s.mu.Unlock()
 	}
+	if pe, ok := asProtoError(err, c.fr); ok {
+		// RFC 9113 §5.4.1: an endpoint that encounters a connection error
+		// SHOULD first send a GOAWAY frame.
+		s.mu.Lock()
+		s.protocolError(c, pe.reason, pe.code, 0, pe.detail)
+		s.mu.Unlock()
+		c.writeGoAway(0, pe.code, "crishim: "+pe.code.String())
+		c.flush()
+	}
 	c.close()
+	s.dropConn(c)
 	s.mu.Lock()
 	s.upstreamGone(up, err)
 	s.mu.Unlock()
@@ -93,7 +103,9 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	case *http2.GoAwayFrame:
 		s.upstreamGoAway(up, f.LastStreamID)
 	case *http2.PushPromiseFrame:
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		// RFC 9113 §8.4: crishim sent SETTINGS_ENABLE_PUSH 0, so a
+		// PUSH_PROMISE MUST be a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, "PUSH_PROMISE with push disabled")
 	}
 	return nil
 }
@@ -101,33 +113,28 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 	c := up.c
 	n := int64(f.Length)
-	if n > c.recvAvail {
-		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	if !c.recv.take(n) {
+		// RFC 9113 §6.9.1: FLOW_CONTROL_ERROR, as from a client.
+		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the runtime overran the connection window")
 	}
-	c.recvAvail -= n
 	st := up.streams[f.StreamID]
 	if st == nil || st.toClient.srcEnded {
-		c.recvOwed += n
-		creditConn(c)
+		c.credit(n)
 		return nil
 	}
 	fl := &st.toClient
-	if n > fl.recvAvail {
-		c.recvOwed += n
-		creditConn(c)
+	if !fl.in.take(n) {
+		// RFC 9113 §6.9.1: a stream overrun is FLOW_CONTROL_ERROR.
+		c.credit(n)
+		s.protocolError(c, reasonFlowControl, http2.ErrCodeFlowControl, st.uid, "the runtime overran a stream window")
+		c.writeRST(st.uid, http2.ErrCodeFlowControl)
+		st.toUp.dstEnded, st.toClient.srcEnded = true, true
 		s.endLocally(st, codes.Internal, "crishim: the "+s.r.endpoints[up.route].name+" overran its flow-control window")
 		return nil
 	}
-	fl.recvAvail -= n
 	data := f.Data()
-	fl.consumed(n - int64(len(data)))
-	if st.route != routeLocal {
-		if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
-			c.recvOwed += int64(len(data))
-			creditConn(c)
-			s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
-			return nil
-		}
+	if !s.admit(st, fl, n, data) {
+		return nil
 	}
 	if fl.rewrite != nil {
 		fl.forwardRewritten(data, f.StreamEnded())

@@ -112,6 +112,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	})
 	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
 	m := metrics.New(version, commit, known)
+	m.InitProtocolErrors(proxy.ProtocolErrorReasons)
 	m.Registry.MustRegister(targetMetrics)
 	m.Registry.MustRegister(signalMetrics)
 	m.Registry.MustRegister(streamMetrics)
