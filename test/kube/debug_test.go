@@ -38,6 +38,29 @@ func TestKubectlDebugTarget(t *testing.T) {
 		})
 	}
 
+	t.Run("image not on the allowlist", func(t *testing.T) {
+		restartCrishim(t, "--debug-image-allowlist=registry.example/allowed/*")
+		pod := uniqueName("debug-deny")
+		apply(t, podManifest(pod, "", "", "app", "exec sleep 3600"))
+		waitReady(t, pod)
+		kubectl(t, "debug", pod, "--image="+busybox, "--image-pull-policy=IfNotPresent", "--target=app", "--container=denied", "--", "ps")
+		eventually(t, 2*time.Minute, func() error {
+			for _, s := range getPod(t, pod).Status.EphemeralContainerStatuses {
+				if s.Name != "denied" {
+					continue
+				}
+				if w := s.State.Waiting; w != nil && strings.Contains(w.Message, "--debug-image-allowlist") && strings.Contains(w.Message, "busybox") {
+					return nil
+				}
+				if s.State.Running != nil || s.State.Terminated != nil {
+					return fmt.Errorf("a debug container with a refused image started: %+v", s.State)
+				}
+				return fmt.Errorf("ephemeral container denied: %+v", s.State)
+			}
+			return fmt.Errorf("no status for ephemeral container denied yet")
+		})
+	})
+
 	t.Run("not running target", func(t *testing.T) {
 		pod := uniqueName("debug-bad")
 		apply(t, podManifest(pod, "", "  restartPolicy: Never\n", "done", "exit 0", "app", "exec sleep 3600"))
