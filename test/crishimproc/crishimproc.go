@@ -5,15 +5,30 @@ package crishimproc
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// Build compiles crishim and crishimctl from this checkout into dir, for tests that run
+// the real binaries.
+func Build(ctx context.Context, dir string) error {
+	for _, cmd := range []string{"crishim", "crishimctl"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/crishim/crishim/cmd/"+cmd)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build %s: %w", cmd, err)
+		}
+	}
+	return nil
+}
 
 // Options say how to run crishim.
 type Options struct {

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/crishim/crishim/test/crishimproc"
 	"github.com/crishim/crishim/test/harness"
 )
 
@@ -50,13 +49,9 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	for _, cmd := range []string{"crishim", "crishimctl"} {
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/crishim/crishim/cmd/"+cmd)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n", cmd, err)
-			return 1
-		}
+	if err := crishimproc.Build(ctx, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
 	}
 	start := time.Now()
 	testbed, err = harness.Start(ctx, harness.Options{})

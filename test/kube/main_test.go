@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/crishim/crishim/test/crishimproc"
 	"github.com/crishim/crishim/test/node"
 )
 
@@ -47,13 +47,9 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binDir = dir
-	for _, cmd := range []string{"crishim", "crishimctl"} {
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/crishim/crishim/cmd/"+cmd)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "kube: build %s: %v\n", cmd, err)
-			return 1
-		}
+	if err := crishimproc.Build(ctx, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "kube: %v\n", err)
+		return 1
 	}
 	start := time.Now()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -332,15 +332,26 @@ func (n *Node) startCrishim() error {
 	return nil
 }
 
+// waitAPIServer waits for /readyz, which needs no credentials by default
+// (system:public-info-viewer).
 func (n *Node) waitAPIServer(ctx context.Context, exited <-chan struct{}) error {
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 2 * time.Second}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	url := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort) + "/readyz"
-	err := harness.Poll(ctx, 90*time.Second, func(ctx context.Context) error {
+	return n.waitHTTPOK(ctx, client, url, exited, "kube-apiserver")
+}
+
+// waitHTTPOK polls url until it answers 200, giving up early if the component started by
+// this process (exited) ends; a failure quotes the component's log.
+func (n *Node) waitHTTPOK(ctx context.Context, client *http.Client, url string, exited <-chan struct{}, component string) error {
+	err := harness.Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
 		if hasExited(exited) {
 			return errExited
 		}
-		// /readyz needs no credentials by default (system:public-info-viewer).
-		resp, err := client.Get(url)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			return err
 		}
@@ -351,7 +362,7 @@ func (n *Node) waitAPIServer(ctx context.Context, exited <-chan struct{}) error 
 		return nil
 	}, errExited)
 	if err != nil {
-		return fmt.Errorf("kube-apiserver: %w\n%s", err, logTail(n.l, "kube-apiserver"))
+		return fmt.Errorf("%s: %w\n%s log:\n%s", component, err, component, logTail(n.l, component))
 	}
 	return nil
 }

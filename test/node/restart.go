@@ -77,28 +77,7 @@ func (n *Node) PointKubelet(ctx context.Context, endpoint string) error {
 
 func (n *Node) waitKubeletHealthy(ctx context.Context, exited <-chan struct{}) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(n.s.KubeletHealthzPort) + "/healthz"
-	err := harness.Poll(ctx, 2*time.Minute, func(ctx context.Context) error {
-		if hasExited(exited) {
-			return errExited
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}, errExited)
-	if err != nil {
-		return fmt.Errorf("%w\nkubelet log:\n%s", err, logTail(n.l, "kubelet"))
-	}
-	return nil
+	return n.waitHTTPOK(ctx, http.DefaultClient, url, exited, "kubelet")
 }
 
 // CrishimEndpoint is crishim's socket as a CRI endpoint.
