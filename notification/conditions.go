@@ -17,10 +17,7 @@ import (
 // nodes that each write what they computed converge instead of fighting; times carry over
 // from old when a condition's status is unchanged.
 func conditions(entries []v1alpha1.PodNotificationStatus, notifier string, generation int64, old []metav1.Condition, now time.Time) []metav1.Condition {
-	var out []metav1.Condition
-	for _, c := range old {
-		out = append(out, c)
-	}
+	out := append([]metav1.Condition(nil), old...)
 	set := func(typ string, st metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&out, metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg,
 			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})

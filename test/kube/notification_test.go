@@ -211,7 +211,6 @@ type secondNode struct {
 	name     string
 	cd       *harness.Containerd
 	p        *crishimproc.Process
-	args     []string
 	rs       runtimeapi.RuntimeServiceClient
 	logDir   string
 	kubeconf string
