@@ -85,11 +85,16 @@ func New(o Options) *Controller {
 	// would link every Kubernetes API group into crishim (some 40 MiB) for one resource.
 	res := o.Dynamic.Resource(v1alpha1.Resource)
 	c.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
+		// watch_up follows what the apiserver answers, not what the cache holds.
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return res.List(ctx, opts)
+			l, err := res.List(ctx, opts)
+			o.Metrics.WatchUp(err == nil)
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
+			w, err := res.Watch(ctx, opts)
+			o.Metrics.WatchUp(err == nil)
+			return w, err
 		},
 	}, &unstructured.Unstructured{}, o.Resync, cache.Indexers{})
 	enqueue := func(obj any) {
@@ -120,7 +125,6 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return
 	}
-	c.o.Metrics.WatchUp(true)
 	var wg sync.WaitGroup
 	for range c.o.Workers {
 		wg.Add(1)
@@ -167,7 +171,6 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	c.o.Metrics.WatchUp(true)
 	if completed(n) {
 		left := expiresIn(n, time.Now(), c.o.GCAfter)
 		if left > 0 {

@@ -302,3 +302,43 @@ func (b *secondNode) exec(t *testing.T, ctx context.Context, ctrID string, cmd .
 	}
 	return string(resp.GetStdout())
 }
+
+// TestApiserverDownLeavesCRIAlone: with the apiserver gone, crishim's Notification watch
+// reports itself down in its metric while CRI calls through crishim keep working; with the
+// apiserver back the watch comes back by itself.
+func TestApiserverDownLeavesCRIAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := testNode.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = testNode.StartAPIServer(context.Background())
+		}
+	}()
+	eventually(t, time.Minute, func() error {
+		if v := metric(t, "crishim_notifications_watch_up"); v != 0 {
+			return fmt.Errorf("crishim_notifications_watch_up %v with the apiserver stopped", v)
+		}
+		return nil
+	})
+	_ = runningContainers(t, nil) // fails the test unless CRI answers through crishim
+	if v := metric(t, `crishim_notifications_apiserver_errors_total{op="watch"}`); v == 0 {
+		t.Error("no watch error counted while the apiserver was down")
+	}
+	if err := testNode.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	if err := testNode.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error {
+		if v := metric(t, "crishim_notifications_watch_up"); v != 1 {
+			return fmt.Errorf("crishim_notifications_watch_up %v with the apiserver back", v)
+		}
+		return nil
+	})
+}

@@ -82,3 +82,17 @@ func (n *Node) waitKubeletHealthy(ctx context.Context, exited <-chan struct{}) e
 
 // CrishimEndpoint is crishim's socket as a CRI endpoint.
 func (n *Node) CrishimEndpoint() string { return "unix://" + n.s.CrishimSock }
+
+// StopAPIServer stops kube-apiserver (the node's kubelet and crishim keep running), and
+// StartAPIServer starts it again on the same port and data; for the tests of what survives
+// an unreachable apiserver.
+func (n *Node) StopAPIServer() error { return stopDaemons(n.l, "kube-apiserver", 10*time.Second) }
+
+// StartAPIServer starts kube-apiserver again and waits until it is ready.
+func (n *Node) StartAPIServer(ctx context.Context) error {
+	exited, err := startDaemon(n.l, n.bins.Path("kube-apiserver"), apiserverArgs(n.l, n.s, n.pki))
+	if err != nil {
+		return err
+	}
+	return n.waitAPIServer(ctx, exited)
+}
