@@ -80,7 +80,7 @@ func TestSPDYTap(t *testing.T) {
 				c.syn(t, idStdin, "stdin")
 				c.syn(t, idStdout, "stdout")
 				c.syn(t, idResize, "resize")
-				c.data(t, idResize, `{"Width":123,"Height":45}`+"\n")
+				c.data(t, idResize, `{"Width":123,"Height":45}`+"\n"+`{"Width":90,"Height":30}`+"\n")
 				c.data(t, idStdin, "secret\r")
 				c.data(t, idResize, `{"Width":100,`)
 				c.data(t, idResize, `"Height":50}`+"\n")
@@ -90,7 +90,7 @@ func TestSPDYTap(t *testing.T) {
 				c.data(t, idError, `{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}`)
 			},
 			width: 123, height: 45,
-			events: `["r","100x50"],["o","$ "]`,
+			events: `["r","90x30"],["r","100x50"],["o","$ "]`,
 			exit:   3,
 		},
 		{
