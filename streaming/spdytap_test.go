@@ -100,8 +100,8 @@ func TestSPDYTap(t *testing.T) {
 				c.syn(t, idStdin, "stdin")
 				c.data(t, idStdin, "ls\r")
 			},
-			rtime:  func(*testing.T, *spdyFrames) {},
-			width:  80, height: 24,
+			rtime: func(*testing.T, *spdyFrames) {},
+			width: 80, height: 24,
 			events: `["i","ls\r"]`,
 		},
 		{
