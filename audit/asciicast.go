@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -128,12 +129,12 @@ func (c *Cast) writeHeader() {
 	if c.hdr.Width == 0 || c.hdr.Height == 0 {
 		c.hdr.Width, c.hdr.Height = defaultWidth, defaultHeight
 	}
-	b, err := json.Marshal(c.hdr)
+	b, err := marshal(c.hdr)
 	if err != nil {
 		c.fail(fmt.Errorf("encode asciicast header: %w", err))
 		return
 	}
-	c.write(append(b, '\n'))
+	c.write(b)
 }
 
 // line writes one event, or the cut notice instead when it would take the
@@ -153,7 +154,8 @@ func (c *Cast) line(t float64, typ, data string) {
 }
 
 func eventLine(t float64, typ, data string) []byte {
-	d, _ := json.Marshal(data) // a string always encodes
+	d, _ := marshal(data) // a string always encodes
+	d = d[:len(d)-1]
 	b := make([]byte, 0, len(d)+32)
 	b = append(b, '[')
 	b = strconv.AppendFloat(b, t, 'f', 6, 64)
@@ -162,6 +164,16 @@ func eventLine(t float64, typ, data string) []byte {
 	b = append(b, `", `...)
 	b = append(b, d...)
 	return append(b, "]\n"...)
+}
+
+// marshal is JSON with its newline, and without escaping <, > and &, which
+// terminals print often and JSON needs no escape for.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
 func (c *Cast) write(b []byte) {

@@ -51,6 +51,7 @@ func TestCast(t *testing.T) {
 		width  float64
 		height float64
 		events string
+		raw    string // in the file as written
 	}{
 		{"resize first", false, func(c *Cast) {
 			c.Resize(120, 40)
@@ -71,6 +72,9 @@ func TestCast(t *testing.T) {
 			c.Output([]byte("\xa9!"))
 		}, 80, 24, `[[1,"o","caf"],[2,"o","é!"]]`},
 		{"nothing shown", false, func(*Cast) {}, 80, 24, `null`},
+		{"html characters", false, func(c *Cast) {
+			c.Output([]byte("a<b>&"))
+		}, 80, 24, `[[1,"o","a<b>&"]]`, `"a<b>&"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,9 +91,13 @@ func TestCast(t *testing.T) {
 					t.Errorf("header %s = %v, want %v (%s)", k, hdr[k], v, buf.String())
 				}
 			}
-			got, _ := json.Marshal(evs)
+			got, _ := marshal(evs)
+			got = bytes.TrimSuffix(got, []byte("\n"))
 			if string(got) != tt.events {
 				t.Errorf("events %s, want %s", got, tt.events)
+			}
+			if !strings.Contains(buf.String(), tt.raw) {
+				t.Errorf("file %s lacks %s", buf.String(), tt.raw)
 			}
 			if c.Cut() {
 				t.Error("Cut without a limit")
