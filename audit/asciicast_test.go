@@ -58,20 +58,20 @@ func TestCast(t *testing.T) {
 			c.Output([]byte("$ "))
 			c.Input([]byte("secret\r"))
 			c.Resize(100, 30)
-		}, 120, 40, `[[1,"o","$ "],[2,"r","100x30"]]`},
+		}, 120, 40, `[[1,"o","$ "],[2,"r","100x30"]]`, ""},
 		{"output first", false, func(c *Cast) {
 			c.Output([]byte("hi\r\n"))
 			c.Resize(120, 40)
-		}, 80, 24, `[[1,"o","hi\r\n"],[2,"r","120x40"]]`},
+		}, 80, 24, `[[1,"o","hi\r\n"],[2,"r","120x40"]]`, ""},
 		{"input recorded", true, func(c *Cast) {
 			c.Resize(10, 5)
 			c.Input([]byte("ls\r"))
-		}, 10, 5, `[[1,"i","ls\r"]]`},
+		}, 10, 5, `[[1,"i","ls\r"]]`, ""},
 		{"split rune", false, func(c *Cast) {
 			c.Output([]byte("caf\xc3"))
 			c.Output([]byte("\xa9!"))
-		}, 80, 24, `[[1,"o","caf"],[2,"o","é!"]]`},
-		{"nothing shown", false, func(*Cast) {}, 80, 24, `null`},
+		}, 80, 24, `[[1,"o","caf"],[2,"o","é!"]]`, ""},
+		{"nothing shown", false, func(*Cast) {}, 80, 24, `null`, ""},
 		{"html characters", false, func(c *Cast) {
 			c.Output([]byte("a<b>&"))
 		}, 80, 24, `[[1,"o","a<b>&"]]`, `"a<b>&"`},
