@@ -18,7 +18,7 @@ import (
 
 // recordedExec runs cmd through crishim's streaming server over SPDY, as
 // the kubelet streams, with a 123x45 terminal when tty, and returns the
-// session's ended audit event.
+// session's ended audit event, which must carry the exit code.
 func recordedExec(t *testing.T, rs interface {
 	Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
 }, auditPath, ctrID string, tty bool, cmd ...string) (string, audit.Event) {
@@ -54,6 +54,10 @@ func recordedExec(t *testing.T, rs interface {
 		}
 		return os.ErrNotExist
 	})
+	// The recording and the exit code share one parse of the streams.
+	if end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Errorf("ended event exit code %v, want 0", end.ExitCode)
+	}
 	return out.String(), end
 }
 
