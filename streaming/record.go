@@ -131,5 +131,7 @@ func (rec *recording) close() {
 		return
 	}
 	rec.check(errors.Join(rec.cast.Close(), rec.f.Close()))
-	rec.log.Debug("session recorded", "cut", rec.cast.Cut())
+	if rec.cast.Cut() {
+		rec.log.Info("recording cut at --record-max-bytes; the session went on")
+	}
 }

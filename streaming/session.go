@@ -61,13 +61,6 @@ func (s *Server) handler(kind Kind) http.Handler {
 		defer func() { audited.End(sess.auditEnd) }()
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
-		sess.tapStreams(s.startRecording(kind, p, r, audited.ID(), log), audited != nil && kind == Exec, r)
-		// Before the ended event, which names the file: the parsers end
-		// with the copies, which the proxy has ended by then.
-		defer func() {
-			sess.tap.wait()
-			sess.rec.close()
-		}()
 
 		loc, err := s.runtimeURL(sess.ctx, req)
 		if err != nil {
@@ -76,6 +69,14 @@ func (s *Server) handler(kind Kind) http.Handler {
 			s.writeError(w, err)
 			return
 		}
+		// Only now: a session the runtime refused leaves no empty file.
+		sess.tapStreams(s.startRecording(kind, p, r, audited.ID(), log), audited != nil && kind == Exec, r)
+		// Before the ended event, which names the file: the parsers end
+		// with the copies, which the proxy has ended by then.
+		defer func() {
+			sess.tap.wait()
+			sess.rec.close()
+		}()
 		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
 		transport := &http.Transport{
 			DialContext: sess.dial,
