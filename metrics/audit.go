@@ -2,31 +2,51 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Audit counts audit events that could not be written (--audit-log): a
-// full disk or an unwritable file is never silent. A nil *Audit counts
-// nothing.
+// Audit counts audit events and session recordings that could not be
+// written (--audit-log, --record-sessions): a full disk or an unwritable
+// file is never silent. A nil *Audit counts nothing.
 type Audit struct {
-	errors prometheus.Counter
+	errors       prometheus.Counter
+	recordErrors prometheus.Counter
 }
 
 // NewAudit creates the collector; register the result on crishim's
 // registry.
 func NewAudit() *Audit {
-	return &Audit{errors: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "crishim_audit_errors_total",
-		Help: "Audit events crishim could not write to --audit-log (full disk, unwritable file); each is also logged at warn.",
-	})}
+	return &Audit{
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crishim_audit_errors_total",
+			Help: "Audit events crishim could not write to --audit-log (full disk, unwritable file); each is also logged at warn.",
+		}),
+		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "crishim_record_errors_total",
+			Help: "Session recordings that could not be created or stopped on a write error (--record-dir); the sessions went on, each is logged at warn.",
+		}),
+	}
 }
 
 // Describe implements prometheus.Collector.
-func (m *Audit) Describe(ch chan<- *prometheus.Desc) { m.errors.Describe(ch) }
+func (m *Audit) Describe(ch chan<- *prometheus.Desc) {
+	m.errors.Describe(ch)
+	m.recordErrors.Describe(ch)
+}
 
 // Collect implements prometheus.Collector.
-func (m *Audit) Collect(ch chan<- prometheus.Metric) { m.errors.Collect(ch) }
+func (m *Audit) Collect(ch chan<- prometheus.Metric) {
+	m.errors.Collect(ch)
+	m.recordErrors.Collect(ch)
+}
 
 // AuditError counts one event not written.
 func (m *Audit) AuditError() {
 	if m != nil {
 		m.errors.Inc()
+	}
+}
+
+// RecordError counts one recording lost or stopped.
+func (m *Audit) RecordError() {
+	if m != nil {
+		m.recordErrors.Inc()
 	}
 }

@@ -45,6 +45,9 @@ type targetFakeRuntime struct {
 	nextPID    int
 	creates    []*runtimeapi.CreateContainerRequest
 	stopped    []string
+	// podAnnotations are the pod sandboxes' annotations, for
+	// PodSandboxStatus; a pod missing here does not exist.
+	podAnnotations map[string]map[string]string
 }
 
 func newTargetFake() *targetFakeRuntime {
@@ -104,6 +107,16 @@ func (f *targetFakeRuntime) ListContainers(_ context.Context, in *runtimeapi.Lis
 		out = append(out, &runtimeapi.Container{Id: id, PodSandboxId: c.pod, State: c.state, Annotations: c.annotations})
 	}
 	return &runtimeapi.ListContainersResponse{Containers: out}, nil
+}
+
+func (f *targetFakeRuntime) PodSandboxStatus(_ context.Context, in *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, ok := f.podAnnotations[in.GetPodSandboxId()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", in.GetPodSandboxId())
+	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: in.GetPodSandboxId(), Annotations: a}}, nil
 }
 
 func (f *targetFakeRuntime) ContainerStatus(_ context.Context, in *runtimeapi.ContainerStatusRequest) (*runtimeapi.ContainerStatusResponse, error) {

@@ -31,6 +31,11 @@ type Config struct {
 	// Audit records each session's start and end (--audit-log); nil
 	// records nothing. Not a flag of the streaming server's own.
 	Audit *audit.Log
+	// Record selects the exec and attach sessions recorded, and where
+	// (--record-sessions, --record-dir, --record-max-bytes,
+	// --record-input); RecordErrors counts recordings that failed.
+	Record       audit.RecordConfig
+	RecordErrors audit.RecordErrors
 
 	// idleTimeout replaces defaultIdleTimeout (tests).
 	idleTimeout time.Duration

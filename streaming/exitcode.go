@@ -2,97 +2,24 @@ package streaming
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
-	"sync"
-
-	"github.com/moby/spdystream/spdy"
 )
 
-// errorStreamMax bounds what is kept of a stream that may be the error
-// stream: a v4 status is a few hundred bytes.
+// errorStreamMax bounds what is kept of the error stream: a v4 status is a
+// few hundred bytes.
 const errorStreamMax = 4 << 10
 
-// exitTap finds an exec's exit code in its SPDY streams, for the audit
-// log: the client names each stream's type in its SYN_STREAM headers (zlib
-// compressed, so every header block of that direction is decoded in
-// order), and the runtime writes a metav1.Status on the "error" stream
-// (remotecommand v4). Only exec sessions that are audited pay for it: their
-// bytes go through user space instead of splice.
-type exitTap struct {
-	mu      sync.Mutex
-	types   map[spdy.StreamId]string
-	data    map[spdy.StreamId][]byte
-	parsers sync.WaitGroup
+// exitStatus keeps an exec's error stream, where the runtime writes a
+// metav1.Status (remotecommand v4), to find its exit code for the audit
+// log.
+type exitStatus struct {
+	status []byte
 }
 
-// newExitTap returns nil unless the request upgrades to SPDY.
-func newExitTap(r *http.Request) *exitTap {
-	if !strings.HasPrefix(strings.ToLower(r.Header.Get("Upgrade")), "spdy/") {
-		return nil
+func (e *exitStatus) data(typ string, p []byte) {
+	if typ == "error" && len(e.status)+len(p) <= errorStreamMax {
+		e.status = append(e.status, p...)
 	}
-	return &exitTap{types: map[spdy.StreamId]string{}, data: map[spdy.StreamId][]byte{}}
-}
-
-// writer returns where a direction's bytes are copied for parsing, and the
-// function ending it. The parser reads until the copy ends; once it cannot
-// parse it only drains, so it never holds the stream up.
-func (t *exitTap) writer(toRuntime bool) (io.Writer, func()) {
-	pr, pw := io.Pipe()
-	t.parsers.Add(1)
-	go func() {
-		defer t.parsers.Done()
-		defer func() { _, _ = io.Copy(io.Discard, pr) }()
-		f, err := spdy.NewFramer(io.Discard, pr)
-		if err != nil {
-			return
-		}
-		for {
-			frame, err := f.ReadFrame()
-			if err != nil {
-				return
-			}
-			t.frame(frame, toRuntime)
-		}
-	}()
-	return pw, func() { _ = pw.Close() }
-}
-
-func (t *exitTap) frame(frame spdy.Frame, toRuntime bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch f := frame.(type) {
-	case *spdy.SynStreamFrame:
-		if toRuntime {
-			t.types[f.StreamId] = f.Headers.Get("streamtype")
-		}
-	case *spdy.DataFrame:
-		if toRuntime {
-			return
-		}
-		if typ, known := t.types[f.StreamId]; known && typ != "error" {
-			return
-		}
-		if b := t.data[f.StreamId]; len(b)+len(f.Data) <= errorStreamMax {
-			t.data[f.StreamId] = append(b, f.Data...)
-		}
-	}
-}
-
-// exitCode reads the status the runtime wrote on the error stream, once
-// both directions ended.
-func (t *exitTap) exitCode() (int32, bool) {
-	t.parsers.Wait()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for id, typ := range t.types {
-		if typ == "error" {
-			return parseExitStatus(t.data[id])
-		}
-	}
-	return 0, false
 }
 
 // parseExitStatus reads remotecommand v4's metav1.Status: Success is 0,

@@ -99,6 +99,9 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		scheme = "https"
 		ln = tls.NewListener(ln, tlsCfg)
 	}
+	if cfg.RecordErrors == nil {
+		cfg.RecordErrors = noRecordErrors{}
+	}
 	s := &Server{
 		cfg:     cfg,
 		runtime: rt,
@@ -136,10 +139,16 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 	return s, nil
 }
 
+// noRecordErrors counts nothing, for servers made without metrics (tests).
+type noRecordErrors struct{}
+
+func (noRecordErrors) RecordError() {}
+
 // pending is what a token stands for.
 type pending struct {
-	req any
-	who audit.Event
+	req    any
+	who    audit.Event
+	record audit.RecordMode // the pod's annotation
 }
 
 // Addr is the bound address (useful with port 0).
@@ -158,7 +167,13 @@ func (s *Server) Issue(kind Kind, req any) (string, error) {
 // IssueFor is Issue for a request whose pod and container the caller
 // knows: who fills the session's audit events.
 func (s *Server) IssueFor(kind Kind, req any, who audit.Event) (string, error) {
-	token, err := s.cache.insert(kind, pending{req: req, who: who})
+	return s.IssueRecorded(kind, req, who, "")
+}
+
+// IssueRecorded is IssueFor for a session whose pod asks for recording
+// (the crishim.io/record-sessions annotation) more than the node does.
+func (s *Server) IssueRecorded(kind Kind, req any, who audit.Event, pod audit.RecordMode) (string, error) {
+	token, err := s.cache.insert(kind, pending{req: req, who: who, record: pod})
 	if err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			s.metrics.TokenRejected(string(kind), "full")

@@ -141,13 +141,20 @@ func testConfig() Config {
 // answered, with the response.
 func upgrade(t *testing.T, addr, method, path string) (net.Conn, *bufio.Reader, *http.Response) {
 	t.Helper()
+	return upgradeTo(t, addr, method, path, "echo")
+}
+
+// upgradeTo is upgrade asking for protocol (the echo backend answers echo
+// whatever it is asked).
+func upgradeTo(t *testing.T, addr, method, path, protocol string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a measurement
-	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", method, path, addr)
+	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", method, path, addr, protocol)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

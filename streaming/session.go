@@ -58,9 +58,6 @@ func (s *Server) handler(kind Kind) http.Handler {
 		}
 		defer s.finish(sess)
 		audited := s.cfg.Audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
-		if audited != nil && kind == Exec {
-			sess.tap = newExitTap(r)
-		}
 		defer func() { audited.End(sess.auditEnd) }()
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
@@ -72,6 +69,14 @@ func (s *Server) handler(kind Kind) http.Handler {
 			s.writeError(w, err)
 			return
 		}
+		// Only now: a session the runtime refused leaves no empty file.
+		sess.tapStreams(s.startRecording(kind, p, r, audited.ID(), log), audited != nil && kind == Exec, r)
+		// Before the ended event, which names the file: the parsers end
+		// with the copies, which the proxy has ended by then.
+		defer func() {
+			sess.tap.wait()
+			sess.rec.close()
+		}()
 		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
 		transport := &http.Transport{
 			DialContext: sess.dial,
@@ -114,6 +119,9 @@ func (sess *session) auditEnd(ev *audit.Event) {
 	}
 	if code, ok := sess.exitCode(); ok {
 		ev.ExitCode = audit.Ptr(code)
+	}
+	if sess.rec != nil {
+		ev.Recording = sess.rec.path
 	}
 }
 
@@ -213,8 +221,10 @@ type session struct {
 	toRuntime, toClient atomic.Int64
 
 	// tap, when set, sees the bytes of both directions (an audited exec:
-	// its exit code). nil keeps the copy in the kernel.
-	tap *exitTap
+	// its exit code; a recorded session). nil keeps the copy in the kernel.
+	tap  *spdyTap
+	exit *exitStatus
+	rec  *recording
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -329,12 +339,29 @@ func (sess *session) copyEnded() {
 	sess.mu.Unlock()
 }
 
-// exitCode is the exec's exit code, when its streams said it.
+// tapStreams parses the session's streams when they are recorded or the
+// exit code is audited; otherwise the copy stays in the kernel.
+func (sess *session) tapStreams(rec *recording, exit bool, r *http.Request) {
+	var sinks []streamSink
+	if exit {
+		sess.exit = &exitStatus{}
+		sinks = append(sinks, sess.exit)
+	}
+	if rec != nil {
+		sess.rec = rec
+		sinks = append(sinks, rec)
+	}
+	sess.tap = newSPDYTap(r, sinks...)
+}
+
+// exitCode is the exec's exit code, when its streams said it; read once
+// both directions ended.
 func (sess *session) exitCode() (int32, bool) {
-	if sess.tap == nil {
+	if sess.tap == nil || sess.exit == nil {
 		return 0, false
 	}
-	return sess.tap.exitCode()
+	sess.tap.wait()
+	return parseExitStatus(sess.exit.status)
 }
 
 // waitCopies waits for the copies running now; the connections are closed,

@@ -31,6 +31,7 @@ type config struct {
 	notifications   notificationsConfig
 	debugImages     debugImagesConfig
 	audit           auditConfig
+	record          recordConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -52,6 +53,7 @@ func parseFlags(args []string) (config, error) {
 	c.notifications.register(fs)
 	c.debugImages.register(fs)
 	c.audit.register(fs)
+	c.record.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -105,6 +107,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.audit.finish(); err != nil {
+		return c, err
+	}
+	if err := c.record.finish(); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -87,6 +87,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer auditLog.Close()
 	cfg.streaming.Audit = auditLog
+	cfg.streaming.Record, cfg.streaming.RecordErrors = cfg.record.RecordConfig, auditMetrics
 	watchDebugImages(watchCtx, cfg.debugImages.policy, log)
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {

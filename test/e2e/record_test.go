@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/audit"
+)
+
+// recordedExec runs cmd through crishim's streaming server over SPDY, as
+// the kubelet streams, with a 123x45 terminal when tty, and returns the
+// session's ended audit event, which must carry the exit code.
+func recordedExec(t *testing.T, rs interface {
+	Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+}, auditPath, ctrID string, tty bool, cmd ...string) (string, audit.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: cmd, Tty: tty, Stdin: tty, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdout: &out, Tty: tty}
+	if tty {
+		tm := newTerminal()
+		tm.sizes <- remotecommand.TerminalSize{Width: 123, Height: 45}
+		close(tm.sizes)
+		// stty reads the terminal's size from its stdin; nothing is
+		// typed. The command waits for the size: the client sends it
+		// beside the process start, not before.
+		opts.TerminalSizeQueue, opts.Stdin = tm, tm.inR
+		defer tm.in.Close()
+	}
+	if err := spdyExecutor(t, resp.Url).StreamWithContext(ctx, opts); err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	var end audit.Event
+	eventually(t, "the exec's ended event", func() error {
+		for _, ev := range readAudit(t, auditPath) {
+			if ev.Stage == audit.StageEnded && ev.ContainerID == ctrID && strings.Join(ev.Argv, " ") == strings.Join(cmd, " ") {
+				end = ev
+				return nil
+			}
+		}
+		return os.ErrNotExist
+	})
+	// The recording and the exit code share one parse of the streams.
+	if end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Errorf("ended event exit code %v, want 0", end.ExitCode)
+	}
+	return out.String(), end
+}
+
+// TestRecordSessionsTTY: with --record-sessions tty a TTY exec becomes an
+// asciicast v2 file, 0600, whose header has the client's terminal size and
+// command and whose output events hold what the command printed; the
+// audit event names it. A non-TTY exec is not recorded.
+func TestRecordSessionsTTY(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sessions")
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	d := startCrishim(t, testbed.Endpoint, "--record-sessions", "tty", "--record-dir", dir, "--audit-log", auditPath)
+	rs, _ := criClients(t, d.Endpoint)
+	_, _, ctrID := podWithContainer(t, rs, "record", sleeperScript)
+
+	out, end := recordedExec(t, rs, auditPath, ctrID, true, "sh", "-c", "until [ \"$(stty size 2>/dev/null)\" = \"45 123\" ]; do sleep 0.1; done; stty size; echo rec-$((6*7))")
+	if !strings.Contains(out, "45 123") || !strings.Contains(out, "rec-42") {
+		t.Fatalf("exec printed %q", out)
+	}
+	if end.Recording == "" || filepath.Dir(end.Recording) != dir || !strings.HasSuffix(end.Recording, "-"+end.ID+".cast") {
+		t.Fatalf("ended event recording %q, want %s/<time>-%s.cast", end.Recording, dir, end.ID)
+	}
+	raw, err := os.ReadFile(end.Recording)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recording:\n%s", raw)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	var hdr audit.CastHeader
+	if err := json.Unmarshal([]byte(lines[0]), &hdr); err != nil || hdr.Version != 2 || hdr.Width != 123 || hdr.Height != 45 ||
+		hdr.Command != "sh -c until [ \"$(stty size 2>/dev/null)\" = \"45 123\" ]; do sleep 0.1; done; stty size; echo rec-$((6*7))" || hdr.Timestamp == 0 {
+		t.Errorf("header %s (%v): want version 2, 123x45, the command, a timestamp", lines[0], err)
+	}
+	var output strings.Builder
+	for _, l := range lines[1:] {
+		var ev []any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || len(ev) != 3 {
+			t.Fatalf("event %s: %v", l, err)
+		}
+		if ev[1] == "o" {
+			output.WriteString(ev[2].(string))
+		}
+	}
+	if !strings.Contains(output.String(), "45 123") || !strings.Contains(output.String(), "rec-42") {
+		t.Errorf("output events %q lack the command's output", output.String())
+	}
+	for path, mode := range map[string]os.FileMode{dir: 0o700, end.Recording: 0o600} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode().Perm(), err, mode)
+		}
+	}
+
+	_, plain := recordedExec(t, rs, auditPath, ctrID, false, "echo", "not-recorded")
+	if plain.Recording != "" {
+		t.Errorf("a non-TTY exec under tty mode was recorded: %q", plain.Recording)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.cast")); len(files) != 1 {
+		t.Errorf("recordings %v, want only the TTY session's", files)
+	}
+}
+
+// TestRecordSessionsPodAnnotation: a pod annotated
+// crishim.io/record-sessions=all has its non-TTY execs recorded on a node
+// that records nothing, stdout as output events.
+func TestRecordSessionsPodAnnotation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sessions")
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	d := startCrishim(t, testbed.Endpoint, "--record-dir", dir, "--audit-log", auditPath)
+	rs, _ := criClients(t, d.Endpoint)
+	pod := podConfig(t, uniqueName("record-annotated"), nil)
+	pod.Annotations[audit.RecordAnnotation] = "all"
+	podID := runPod(t, rs, pod)
+	ctrID := startContainer(t, rs, podID, pod, containerConfig("app", sleeperScript, nil))
+
+	_, end := recordedExec(t, rs, auditPath, ctrID, false, "echo", "annotated-out")
+	if end.Recording == "" {
+		t.Fatal("the annotated pod's exec was not recorded")
+	}
+	raw, err := os.ReadFile(end.Recording)
+	if err != nil || !strings.Contains(string(raw), `"o", "annotated-out\n"`) {
+		t.Errorf("recording %s (%v) lacks the output event", raw, err)
+	}
+}
