@@ -85,15 +85,16 @@ func New(o Options) *Controller {
 	// would link every Kubernetes API group into crishim (some 40 MiB) for one resource.
 	res := o.Dynamic.Resource(v1alpha1.Resource)
 	c.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
-		// watch_up follows what the apiserver answers, not what the cache holds.
+		// watch_up and the error count follow what the apiserver answers, not what the cache
+		// holds; the reflector retries either call by itself.
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			l, err := res.List(ctx, opts)
-			o.Metrics.WatchUp(err == nil)
+			c.watchResult(err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			w, err := res.Watch(ctx, opts)
-			o.Metrics.WatchUp(err == nil)
+			c.watchResult(err)
 			return w, err
 		},
 	}, &unstructured.Unstructured{}, o.Resync, cache.Indexers{})
@@ -107,14 +108,17 @@ func New(o Options) *Controller {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: c.forget,
 	})
-	// The informer reconnects and relists by itself; the handler makes an unreachable
-	// apiserver a warning and a metric instead of silence.
-	_ = c.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		o.Metrics.WatchUp(false)
-		o.Metrics.APIError("watch")
-		c.log.Warn("watch of Notifications failed; retrying", "err", err)
-	})
 	return c
+}
+
+// watchResult makes an unreachable apiserver a warning and a metric instead of silence; the
+// informer reconnects and relists by itself.
+func (c *Controller) watchResult(err error) {
+	c.o.Metrics.WatchUp(err == nil)
+	if err != nil {
+		c.o.Metrics.APIError("watch")
+		c.log.Warn("list or watch of Notifications failed; retrying", "err", err)
+	}
 }
 
 // Run serves until ctx ends. The CRI path never waits on it.
