@@ -175,10 +175,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
+	mine := c.ownEntries(n)
+	c.overlayResults(n.UID, mine)
 	if completed(n) {
 		left := expiresIn(n, time.Now(), c.o.GCAfter)
 		if left > 0 {
-			return left, c.settleConditions(ctx, n)
+			return left, c.settleConditions(ctx, n, mine)
 		}
 		return 0, c.delete(ctx, n)
 	}
@@ -196,8 +198,6 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	for _, e := range n.Status.PodNotificationStatuses {
 		byUID[e.PodUID] = e
 	}
-	mine := c.ownEntries(n)
-	c.overlayResults(n.UID, mine)
 
 	// Entries this node wrote as started but whose result never came: this process did not
 	// start them, so an earlier crishim was cut off mid-run. Record that; never run again.
@@ -217,6 +217,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 				continue
 			}
 			mine[uid] = failedEntry(e, reasonInterrupted, "crishim restarted while the notifier ran; it is not run again (no retries: create a new Notification)", time.Now())
+			// Kept like a run's result, so a failed write is retried without counting again.
+			c.keepResult(n.UID, uid, mine[uid])
 			c.o.Metrics.Run("interrupted")
 			changed = true
 		}
@@ -241,7 +243,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if changed {
 		return 0, c.apply(ctx, n, mine)
 	}
-	return 0, c.settleConditions(ctx, n)
+	return 0, c.settleConditions(ctx, n, mine)
 }
 
 // run records started entries, runs the notifier in each pod (in parallel), and records the
@@ -263,25 +265,21 @@ func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map
 		// Not recorded, so not run: the retry starts over.
 		return err
 	}
-	var mu sync.Mutex
+	results := make([]v1alpha1.PodNotificationStatus, len(toRun))
 	var wg sync.WaitGroup
-	for _, p := range toRun {
+	for i, p := range toRun {
 		wg.Add(1)
+		started := mine[p.GetMetadata().GetUid()]
 		go func() {
 			defer wg.Done()
-			e := c.runOne(ctx, n, p)
-			mu.Lock()
-			mine[e.PodUID] = e
-			mu.Unlock()
+			results[i] = c.runOne(ctx, n, p, started)
 		}()
 	}
 	wg.Wait()
-	c.mu.Lock()
-	for _, p := range toRun {
-		uid := p.GetMetadata().GetUid()
-		c.results[resultKey{n.UID, types.UID(uid)}] = mine[uid]
+	for _, e := range results {
+		mine[e.PodUID] = e
+		c.keepResult(n.UID, e.PodUID, e)
 	}
-	c.mu.Unlock()
 	// The runs happened: their results must be written; a failed write is retried from
 	// results, without running anything again.
 	return c.apply(ctx, n, mine)
@@ -289,6 +287,13 @@ func (c *Controller) run(ctx context.Context, n *v1alpha1.Notification, mine map
 
 // resultKey names one pod's entry in one Notification.
 type resultKey struct{ notification, pod types.UID }
+
+// keepResult remembers an entry this process wrote (see results).
+func (c *Controller) keepResult(notification types.UID, pod string, e v1alpha1.PodNotificationStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.results[resultKey{notification, types.UID(pod)}] = e
+}
 
 // overlayResults puts the entries this process wrote over the cache's older copies.
 func (c *Controller) overlayResults(notification types.UID, mine map[string]v1alpha1.PodNotificationStatus) {
@@ -333,13 +338,14 @@ func (c *Controller) liveEntries(ctx context.Context, n *v1alpha1.Notification) 
 	return c.ownEntries(live), nil
 }
 
-func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *runtimeapi.PodSandbox) v1alpha1.PodNotificationStatus {
+// runOne runs the notifier in one pod; started is the entry recorded before the run, which a
+// run crishim could not do at all keeps, with its start time, marked failed.
+func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *runtimeapi.PodSandbox, started v1alpha1.PodNotificationStatus) v1alpha1.PodNotificationStatus {
 	log := c.log.With("notification", n.Namespace+"/"+n.Name, "pod", p.GetMetadata().GetNamespace()+"/"+p.GetMetadata().GetName(), "notifier", n.Spec.ContainerNotifierName)
 	log.Info("notification: running notifier")
 	resp, err := c.o.Runner.Notify(ctx, &crishimv1.NotifyRequest{PodSandboxId: p.GetId(), Notifier: n.Spec.ContainerNotifierName})
 	var e v1alpha1.PodNotificationStatus
 	if err != nil || len(resp.GetPods()) != 1 {
-		started := startedEntry(p, c.o.NodeName, declaringContainers(p.GetAnnotations(), n.Spec.ContainerNotifierName), time.Now())
 		e = failedEntry(started, reasonRunFailed, fmt.Sprintf("crishim could not run the notifier: %v", err), time.Now())
 	} else {
 		e = resultEntry(p, c.o.NodeName, resp.GetPods()[0], time.Now())
@@ -361,14 +367,13 @@ func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *ru
 
 // settleConditions rewrites the conditions when what the entries now say differs from
 // what is stored: the last writer may have computed them before another node's entries
-// arrived. Only nodes with entries take part.
-func (c *Controller) settleConditions(ctx context.Context, n *v1alpha1.Notification) error {
-	mine := c.ownEntries(n)
-	c.overlayResults(n.UID, mine)
+// arrived. Only nodes with entries (mine, newer than the cache where this process wrote
+// them) take part.
+func (c *Controller) settleConditions(ctx context.Context, n *v1alpha1.Notification, mine map[string]v1alpha1.PodNotificationStatus) error {
 	if len(mine) == 0 {
 		return nil
 	}
-	want := conditions(n.Status.PodNotificationStatuses, n.Spec.ContainerNotifierName, n.Generation, n.Status.Conditions, time.Now())
+	want := conditions(mergeEntries(n.Status.PodNotificationStatuses, mine), n.Spec.ContainerNotifierName, n.Generation, n.Status.Conditions, time.Now())
 	if sameConditions(want, n.Status.Conditions) {
 		return nil
 	}
