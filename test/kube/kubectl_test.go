@@ -150,6 +150,17 @@ func metric(t *testing.T, sample string) float64 {
 	return 0
 }
 
+// metricGrowth snapshots one sample of crishim's metrics; the returned func says how much it
+// has grown since: how tests prove that something went through crishim.
+func metricGrowth(t *testing.T, sample string) func() float64 {
+	t.Helper()
+	before := metric(t, sample)
+	return func() float64 {
+		t.Helper()
+		return metric(t, sample) - before
+	}
+}
+
 // readAll is io.ReadAll for a test.
 func readAll(t *testing.T, r io.Reader) string {
 	t.Helper()

@@ -10,14 +10,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/crishim/crishim/test/harness"
 )
 
-// Components are the commands a node runs, built from ./kubebuild.
-var Components = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd"}
+// kubeCommands are built from k8s.io/kubernetes/cmd, etcd from ./etcd.
+var kubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"}
+
+// Components are the commands built from ./kubebuild.
+var Components = append(slices.Clone(kubeCommands), "etcd")
 
 // binCacheDir holds one directory of binaries per build key.
 var binCacheDir = filepath.Join(harness.BaseDir, "kube-bin")
@@ -159,7 +163,7 @@ func build(ctx context.Context, src, dst, version string) error {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
 	pkgs := []string{"./etcd"}
-	for _, c := range Components[:5] {
+	for _, c := range kubeCommands {
 		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	// One go build for all of them, so shared packages compile once. CGO off as in the

@@ -52,14 +52,13 @@ type Node struct {
 	Clientset      *kubernetes.Clientset
 	Reused         bool // Up found it running
 
-	l     layout
-	s     state
-	bins  Binaries
-	cd    *harness.Containerd // nil for a node reused from another process
-	opts  Options
-	log   *slog.Logger
-	pki   pki
-	crish *crishimproc.Process
+	l    layout
+	s    state
+	bins Binaries
+	cd   *harness.Containerd // nil for a node reused from another process
+	opts Options
+	log  *slog.Logger
+	pki  pki
 }
 
 // Dir is node index's directory.
@@ -84,7 +83,7 @@ func reuse(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !running(l, Components[0], Components[1], Components[2], "kubelet", "etcd", "crishim") {
+	if !running(l, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "crishim") {
 		return nil, errors.New("not every component runs")
 	}
 	n := &Node{l: l, s: s, opts: opts, log: logger(opts), bins: Binaries{Dir: s.Bins, Version: s.Version}, pki: pki{dir: l.path("pki")}, Reused: true}
@@ -312,12 +311,13 @@ func (n *Node) startCrishim() error {
 	// crishim uses the kubelet's identity for Notifications (the shipped RBAC binds
 	// system:nodes), as docs/notifications.md tells operators to.
 	args := append([]string{
-		"--containerd-address", n.cd.Socket,
+		// From the state, not n.cd: a reused node (another process started it) has none.
+		"--containerd-address", strings.TrimPrefix(n.s.ContainerdEndpoint, "unix://"),
 		"--metrics-address", n.s.CrishimMetrics,
 		"--kubeconfig", n.l.path("kubelet.kubeconfig"),
 		"--node-name", n.s.Name,
 	}, n.s.CrishimArgs...)
-	p, err := crishimproc.Start(crishimproc.Options{
+	_, err := crishimproc.Start(crishimproc.Options{
 		Binary:          n.opts.Crishim,
 		Socket:          n.s.CrishimSock,
 		RuntimeEndpoint: n.s.ContainerdEndpoint,
@@ -325,11 +325,7 @@ func (n *Node) startCrishim() error {
 		Args:            args,
 		Detach:          true,
 	})
-	if err != nil {
-		return err
-	}
-	n.crish = p
-	return nil
+	return err
 }
 
 // waitAPIServer waits for /readyz, which needs no credentials by default

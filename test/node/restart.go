@@ -31,14 +31,6 @@ func (n *Node) RestartCrishim(ctx context.Context, kill bool, args ...string) er
 	return writeState(n.l, n.s)
 }
 
-// CrishimLog is what crishim has logged since it was last started.
-func (n *Node) CrishimLog() string {
-	if n.crish == nil {
-		return logTail(n.l, "crishim")
-	}
-	return n.crish.Log()
-}
-
 // RestartContainerd kills the private containerd (its shims and containers survive) and
 // starts it again. Only a node started by this process can.
 func (n *Node) RestartContainerd(ctx context.Context) error {
