@@ -1,11 +1,11 @@
 package main
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"log/slog"
-	"os"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -41,13 +41,13 @@ type reloader struct {
 	hup   <-chan os.Signal
 	poll  time.Duration // 0: reloadPoll
 
-	running map[string]string // the settings in force, by key
-	data       []byte // the config file as last read
-	unreadable bool   // reading it failed at the last poll
-	policy  *allowlist.Policy
-	audit   *audit.Log
-	metrics *metrics.Config
-	log     *slog.Logger
+	running    map[string]string // the settings in force, by key
+	data       []byte            // the config file as last read
+	unreadable bool              // reading it failed at the last poll
+	policy     *allowlist.Policy
+	audit      *audit.Log
+	metrics    *metrics.Config
+	log        *slog.Logger
 }
 
 // start watches until ctx ends, beginning from the settings of ld (in
