@@ -28,10 +28,20 @@ func parseFlags(args []string) (config, error) {
 }
 
 func loadArgs(args []string) (loaded, error) {
+	src, err := sourceOf(args)
+	if err != nil {
+		return loaded{}, err
+	}
+	return src.load()
+}
+
+// sourceOf parses a command line as crishim does and says where its
+// settings come from.
+func sourceOf(args []string) (source, error) {
 	opts := newRootOptions()
 	root := newRootCommand(opts)
 	if err := root.ParseFlags(args); err != nil {
-		return loaded{}, err
+		return source{}, err
 	}
-	return opts.source().load()
+	return opts.source(), nil
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/metrics"
+)
+
+// lockedBuffer is a log sink the reloader's goroutine writes while the
+// test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// replaceFile renames new content over path, as a ConfigMap update does.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReload: a change of the config file puts the reloadable settings in
+// force (log level, allowlist patterns, audit settings) and names the
+// others as needing a restart; a bad file keeps the settings in force;
+// SIGHUP reloads an unchanged file; a change of the allowlist file is
+// read; each is counted.
+func TestReload(t *testing.T) {
+	dir := t.TempDir()
+	allowFile := filepath.Join(dir, "allow")
+	replaceFile(t, allowFile, "debian\n")
+	file := filepath.Join(dir, "config.toml")
+	auditPath := filepath.Join(dir, "audit.log")
+	conf := func(level, allow, listen string, execSync bool) string {
+		return fmt.Sprintf("version = 1\nlog-level = %q\ndebug-image-allowlist = %q\nlisten = %q\naudit-log = %q\naudit-exec-sync = %v\n", level, allow, listen, auditPath, execSync)
+	}
+	replaceFile(t, file, conf("info", "alpine", "/run/a.sock", false))
+	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := src.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := new(slog.LevelVar)
+	level.Set(ld.cfg.logLevel)
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	auditLog, err := audit.Open(ld.cfg.audit.Config, metrics.NewAudit(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auditLog.Close()
+	policy := ld.cfg.debugImages.policy
+	m := metrics.NewConfig()
+	hup := make(chan os.Signal, 1)
+	r := &reloader{src: src, level: level, hup: hup, poll: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.start(ctx, ld, policy, auditLog, m, log)
+
+	allows := func(image string) bool { _, ok := policy.Match(image); return ok }
+	reloads := func(result string, n int) func() bool {
+		want := fmt.Sprintf(`crishim_config_reloads_total{result=%q} %d`, result, n)
+		return func() bool {
+			b, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain, "crishim_config_reloads_total")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(string(b), want+"\n")
+		}
+	}
+	if level.Level() != slog.LevelInfo || !allows("alpine") || allows("busybox") || auditLog.ExecSync() {
+		t.Fatalf("at start: level %v, alpine %v, busybox %v, exec sync %v", level.Level(), allows("alpine"), allows("busybox"), auditLog.ExecSync())
+	}
+
+	replaceFile(t, file, conf("debug", "busybox", "/run/b.sock", true)+fmt.Sprintf("debug-image-allowlist-file = %q\n", allowFile))
+	waitUntil(t, "the changed file reloaded", reloads("success", 1))
+	if level.Level() != slog.LevelDebug || allows("alpine") || !allows("busybox") || !allows("debian") || !auditLog.ExecSync() {
+		t.Errorf("after the change: level %v, alpine %v, busybox %v, debian %v, exec sync %v", level.Level(), allows("alpine"), allows("busybox"), allows("debian"), auditLog.ExecSync())
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="setting changed; it needs a restart to take effect" feature=config key=listen running=/run/a.sock configured=/run/b.sock`) {
+		t.Errorf("no restart warning for listen:\n%s", l)
+	}
+
+	replaceFile(t, allowFile, "fedora\n")
+	waitUntil(t, "the allowlist file re-read", reloads("success", 2))
+	if !allows("fedora") || allows("debian") || !allows("busybox") {
+		t.Errorf("after the allowlist file changed: fedora %v, debian %v, busybox %v", allows("fedora"), allows("debian"), allows("busybox"))
+	}
+
+	replaceFile(t, file, conf("loud", "registry.corp/*", "/run/b.sock", false))
+	waitUntil(t, "the bad file refused", reloads("failure", 1))
+	if level.Level() != slog.LevelDebug || !allows("busybox") || allows("registry.corp/x") || !auditLog.ExecSync() {
+		t.Errorf("a bad file changed the settings in force: level %v, busybox %v, registry.corp/x %v, exec sync %v", level.Level(), allows("busybox"), allows("registry.corp/x"), auditLog.ExecSync())
+	}
+	if l := logs.String(); !strings.Contains(l, `key \"log-level\": \"loud\"`) {
+		t.Errorf("the failure does not name the key:\n%s", l)
+	}
+
+	// SIGHUP reloads without a change seen: a reloader that never polls.
+	cancel()
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	r = &reloader{src: src, level: level, hup: hup, poll: time.Hour}
+	r.start(ctx, ld, policy, auditLog, m, log)
+	replaceFile(t, file, conf("warn", "registry.corp/*", "/run/a.sock", false))
+	hup <- syscall.SIGHUP
+	waitUntil(t, "SIGHUP reloaded", reloads("success", 3))
+	if level.Level() != slog.LevelWarn || !allows("registry.corp/x") || allows("busybox") || auditLog.ExecSync() {
+		t.Errorf("after SIGHUP: level %v, registry.corp/x %v, busybox %v, exec sync %v", level.Level(), allows("registry.corp/x"), allows("busybox"), auditLog.ExecSync())
+	}
+}
