@@ -91,25 +91,20 @@ func Parse(path string, data []byte, fs *pflag.FlagSet) (*File, error) {
 	return f, nil
 }
 
-// Apply sets fs's flags to the file's values with fs.Set, which checks them
-// and marks the flags as set (pflag's Changed).
+// Apply sets fs's flags to the file's values with their Value.Set, which
+// checks them as on the command line, and marks them as set (Changed).
 func (f *File) Apply(fs *pflag.FlagSet) error {
 	for _, e := range f.Entries {
-		if err := fs.Set(e.Key, e.Value); err != nil {
+		fl := fs.Lookup(e.Key)
+		if fl == nil {
+			return fmt.Errorf("%s:%d: unknown key %q", f.Path, e.Line, e.Key)
+		}
+		if err := fl.Value.Set(e.Value); err != nil {
 			return fmt.Errorf("%s:%d: key %q: %q: %w", f.Path, e.Line, e.Key, e.Value, err)
 		}
+		fl.Changed = true
 	}
 	return nil
-}
-
-// Line returns the line of key, or 0 if the file does not set it.
-func (f *File) Line(key string) int {
-	for _, e := range f.Entries {
-		if e.Key == key {
-			return e.Line
-		}
-	}
-	return 0
 }
 
 type keyLine struct {
