@@ -70,6 +70,9 @@ func Start(opts Options) (*Process, error) {
 		"--runtime-endpoint", opts.RuntimeEndpoint,
 		"--metrics-address", "127.0.0.1:0",
 		"--log-format", "json",
+		// Never the machine's /etc/crishim/config.toml; a test's own
+		// --config in Args comes later and wins.
+		"--config", "",
 	}, opts.Args...)
 	cmd := exec.Command(opts.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
