@@ -96,7 +96,8 @@ func TestWriteFailures(t *testing.T) {
 	for _, required := range []bool{false, true} {
 		errs := &countErrors{}
 		fw := &failingWriter{err: errors.New("no space left on device")}
-		l := &Log{cfg: Config{Path: "/x", Required: required}, errs: errs, log: slog.New(slog.DiscardHandler), w: fw}
+		l := &Log{cfg: Config{Path: "/x"}, errs: errs, log: slog.New(slog.DiscardHandler), w: fw}
+		l.Reconfigure(Config{Path: "/x", Required: required})
 		l.Start(Event{Kind: KindSignal}).End(nil)
 		if errs.n != 2 {
 			t.Errorf("required=%v: %d errors counted, want 2", required, errs.n)
@@ -124,5 +125,23 @@ func TestNilLog(t *testing.T) {
 	}
 	if _, err := Open(Config{Path: "/nonexistent/dir/audit.log"}, nil, nil); err == nil || !strings.Contains(err.Error(), "--audit-log") {
 		t.Errorf("Open of an unwritable path = %v, want a --audit-log error", err)
+	}
+}
+
+// TestReconfigure: exec sync, required and the rotation size change on an
+// open log.
+func TestReconfigure(t *testing.T) {
+	l, err := Open(Config{Path: filepath.Join(t.TempDir(), "audit.log"), MaxSizeMB: 100}, &countErrors{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Reconfigure(Config{ExecSync: true, Required: true, MaxSizeMB: 7})
+	if !l.ExecSync() || !l.required.Load() || l.rotating.MaxSize != 7 {
+		t.Errorf("after Reconfigure: exec sync %v, required %v, max size %d", l.ExecSync(), l.required.Load(), l.rotating.MaxSize)
+	}
+	l.Reconfigure(Config{})
+	if l.ExecSync() || l.required.Load() {
+		t.Errorf("after Reconfigure back: exec sync %v, required %v", l.ExecSync(), l.required.Load())
 	}
 }
