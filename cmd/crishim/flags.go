@@ -32,6 +32,7 @@ type config struct {
 	debugImages     debugImagesConfig
 	audit           auditConfig
 	record          recordConfig
+	tracing         tracingConfig
 }
 
 func parseFlags(args []string) (config, error) {
@@ -54,6 +55,7 @@ func parseFlags(args []string) (config, error) {
 	c.debugImages.register(fs)
 	c.audit.register(fs)
 	c.record.register(fs)
+	c.tracing.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errHelp
@@ -110,6 +112,9 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	if err := c.record.finish(); err != nil {
+		return c, err
+	}
+	if err := c.tracing.finish(); err != nil {
 		return c, err
 	}
 	return c, nil
