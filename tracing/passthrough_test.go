@@ -27,10 +27,10 @@ import (
 // The kubelet's trace context, as its otelgrpc client sends it: sampled,
 // with vendor state that must travel too.
 const (
-	kubeletTraceID    = "4bf92f3577b34da6a3ce929d0e0e4736"
-	kubeletSpanID     = "00f067aa0ba902b7"
+	kubeletTraceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	kubeletSpanID      = "00f067aa0ba902b7"
 	kubeletTraceparent = "00-" + kubeletTraceID + "-" + kubeletSpanID + "-01"
-	kubeletTracestate = "vendor=opaque-value"
+	kubeletTracestate  = "vendor=opaque-value"
 )
 
 // fakeRuntime records the metadata each method arrives with.

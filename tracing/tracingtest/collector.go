@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 type Span struct {
 	Service      string
 	Name         string
+	Kind         string // server, client, internal ...
 	TraceID      string // hex
 	SpanID       string // hex
 	ParentSpanID string // hex; empty for a root
@@ -64,6 +66,7 @@ func (c *Collector) Export(_ context.Context, req *collectortrace.ExportTraceSer
 				c.spans = append(c.spans, Span{
 					Service:      res["service.name"],
 					Name:         s.GetName(),
+					Kind:         strings.ToLower(strings.TrimPrefix(s.GetKind().String(), "SPAN_KIND_")),
 					TraceID:      hex.EncodeToString(s.GetTraceId()),
 					SpanID:       hex.EncodeToString(s.GetSpanId()),
 					ParentSpanID: hex.EncodeToString(s.GetParentSpanId()),
