@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/remotecommand"
-	remote "k8s.io/cri-client/pkg"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
 
 	"github.com/crishim/crishim/tracing/tracingtest"
 )
@@ -35,27 +35,43 @@ func tracedClient(t *testing.T, endpoint string) (internalapi.RuntimeService, *t
 	return rs, exp
 }
 
-// kubeletSpan is the client span the kubelet's client made for method.
+// kubeletSpan is the first client span the kubelet's client made for method.
 func kubeletSpan(t *testing.T, exp *tracetest.InMemoryExporter, method string) tracetest.SpanStub {
 	t.Helper()
-	for _, s := range exp.GetSpans() {
-		if s.Name == "runtime.v1.RuntimeService/"+method && s.SpanKind == trace.SpanKindClient {
-			return s
-		}
-	}
-	t.Fatalf("the kubelet's client made no span for %s", method)
-	return tracetest.SpanStub{}
+	return kubeletSpans(t, exp, method)[0]
 }
 
-// waitSpans polls the collector until the trace holds n spans: crishim
-// exports in batches, on its own schedule. The deadline only turns a
-// missing span into a failure.
-func waitSpans(t *testing.T, col *tracingtest.Collector, traceID string, n int) []tracingtest.Span {
+// lastKubeletSpan is the last one.
+func lastKubeletSpan(t *testing.T, exp *tracetest.InMemoryExporter, method string) tracetest.SpanStub {
+	t.Helper()
+	spans := kubeletSpans(t, exp, method)
+	return spans[len(spans)-1]
+}
+
+func kubeletSpans(t *testing.T, exp *tracetest.InMemoryExporter, method string) []tracetest.SpanStub {
+	t.Helper()
+	var out []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "runtime.v1.RuntimeService/"+method && s.SpanKind == trace.SpanKindClient {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("the kubelet's client made no span for %s", method)
+	}
+	return out
+}
+
+// waitSpan polls the collector until the trace holds crishim's span of
+// that kind and name, and returns the trace's spans: crishim exports in
+// batches on its own schedule, a span after those that ended before it. The
+// deadline only turns a missing span into a failure.
+func waitSpan(t *testing.T, col *tracingtest.Collector, traceID, kind, name string) []tracingtest.Span {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		spans := col.Trace(traceID)
-		if len(spans) >= n || time.Now().After(deadline) {
+		if _, ok := spanNamed(spans, kind, name); ok || time.Now().After(deadline) {
 			return spans
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -84,7 +100,7 @@ func TestTracingExportsInterceptedCallsAndStreams(t *testing.T) {
 	_, _, ctrID := podWithContainer(t, rs, "tracing", sleeperScript)
 
 	create := kubeletSpan(t, kubelet, "CreateContainer")
-	spans := waitSpans(t, col, create.SpanContext.TraceID().String(), 2)
+	spans := waitSpan(t, col, create.SpanContext.TraceID().String(), "server", "runtime.v1.RuntimeService/CreateContainer")
 	server, ok := spanNamed(spans, "server", "runtime.v1.RuntimeService/CreateContainer")
 	if !ok || server.ParentSpanID != create.SpanContext.SpanID().String() || server.Service != "crishim" {
 		t.Fatalf("CreateContainer: crishim's spans %+v; want a server span of service crishim under the kubelet's %s", spans, create.SpanContext.SpanID())
@@ -108,9 +124,7 @@ func TestTracingExportsInterceptedCallsAndStreams(t *testing.T) {
 		t.Fatalf("exec stream: %v, want exit code 3", err)
 	}
 	exec := kubeletSpan(t, kubelet, "Exec")
-	// The Exec call, its status check, the session and the session's Exec
-	// to containerd.
-	spans = waitSpans(t, col, exec.SpanContext.TraceID().String(), 4)
+	spans = waitSpan(t, col, exec.SpanContext.TraceID().String(), "server", "crishim.stream/exec")
 	call, ok := spanNamed(spans, "server", "runtime.v1.RuntimeService/Exec")
 	if !ok || call.ParentSpanID != exec.SpanContext.SpanID().String() {
 		t.Fatalf("Exec: crishim's spans %+v; want a server span under the kubelet's %s", spans, exec.SpanContext.SpanID())
@@ -142,10 +156,14 @@ func TestTracingExportsInterceptedCallsAndStreams(t *testing.T) {
 	if _, err := rs.Version(ctx, "v1"); err != nil {
 		t.Fatal(err)
 	}
+	// An intercepted call after it: once its span arrived, a span of
+	// Version would have too.
+	if err := rs.StartContainer(ctx, ctrID); err == nil {
+		t.Fatal("StartContainer of a running container succeeded")
+	}
 	version := kubeletSpan(t, kubelet, "Version")
 	run := kubeletSpan(t, kubelet, "RunPodSandbox")
-	// The later trace's spans have been exported by now if crishim made any.
-	waitSpans(t, col, exec.SpanContext.TraceID().String(), 4)
+	waitSpan(t, col, lastKubeletSpan(t, kubelet, "StartContainer").SpanContext.TraceID().String(), "server", "runtime.v1.RuntimeService/StartContainer")
 	for _, s := range []tracetest.SpanStub{version, run} {
 		if got := col.Trace(s.SpanContext.TraceID().String()); len(got) != 0 {
 			t.Errorf("relayed %s made crishim spans %+v", s.Name, got)
