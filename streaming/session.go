@@ -48,8 +48,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 		}
 		p, _ := stored.(pending)
 		req := p.req
-		ctx, span := s.startSpan(r.Context(), kind, p, r)
-		r = r.WithContext(ctx)
+		r, span := s.startSpan(r, kind, p)
 		if !httpstream.IsUpgradeRequest(r) {
 			endSpan(span, nil, errNotUpgrade)
 			http.Error(w, "crishim: stream URLs serve SPDY or WebSocket upgrades only", http.StatusBadRequest)

@@ -1,7 +1,6 @@
 package streaming
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
@@ -17,10 +16,10 @@ const tracerName = "github.com/crishim/crishim/streaming"
 // startSpan begins a session's span at token redemption, as a child of the
 // Exec, Attach or PortForward call that issued the token: the trace then
 // runs from the kubelet's call to the end of the stream. Without a tracer
-// it returns ctx and the no-op span, at no cost.
-func (s *Server) startSpan(ctx context.Context, kind Kind, p pending, r *http.Request) (context.Context, trace.Span) {
+// it returns r as it is and the no-op span, at no cost.
+func (s *Server) startSpan(r *http.Request, kind Kind, p pending) (*http.Request, trace.Span) {
 	if s.tracer == nil {
-		return ctx, trace.SpanFromContext(ctx)
+		return r, trace.SpanFromContext(r.Context())
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String("crishim.stream.kind", string(kind)),
@@ -35,8 +34,9 @@ func (s *Server) startSpan(ctx context.Context, kind Kind, p pending, r *http.Re
 	case *runtimeapi.PortForwardRequest:
 		attrs = append(attrs, attribute.String("crishim.pod_sandbox_id", req.GetPodSandboxId()))
 	}
-	return s.tracer.Start(trace.ContextWithSpanContext(ctx, p.parent), "crishim.stream/"+string(kind),
+	ctx, span := s.tracer.Start(trace.ContextWithSpanContext(r.Context(), p.parent), "crishim.stream/"+string(kind),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return r.WithContext(ctx), span
 }
 
 // upgradeProtocol names the client's upgrade from a short, fixed list (an
