@@ -104,16 +104,11 @@ func Start(ctx context.Context, cfg Config, version string, log *slog.Logger) (*
 	}))
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSampler(sdktrace.ParentBased(root)),
+		// Never WithBlocking: a full queue drops spans rather than wait.
 		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(sdktrace.DefaultMaxQueueSize)),
 		sdktrace.WithResource(res),
 	)
 	return &Tracing{tp: tp, propagator: Propagator()}, nil
-}
-
-// NewForTest wraps a tracer provider the caller built (tests export to
-// memory).
-func NewForTest(tp *sdktrace.TracerProvider) *Tracing {
-	return &Tracing{tp: tp, propagator: Propagator()}
 }
 
 // TracerProvider is nil when tracing is off.
