@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -27,6 +28,9 @@ type BackendOptions struct {
 	RuntimeEndpoint string // unix:///path, as the kubelet takes it
 	ImageEndpoint   string // empty means the runtime endpoint
 	MaxMessageSize  int    // 0 means DefaultMaxMessageSize
+	// StatsHandler sees the calls made on the connections (tracing); nil
+	// adds nothing. The h2 relay's own connections never reach it.
+	StatsHandler stats.Handler
 }
 
 // Backend holds the connections to the runtime. They are created lazily and
@@ -65,12 +69,12 @@ func Dial(opts BackendOptions) (*Backend, error) {
 		size = DefaultMaxMessageSize
 	}
 	b := &Backend{runtimePath: runtimePath, imagePath: imagePath}
-	if b.runtime, err = dialUnix(runtimePath, size); err != nil {
+	if b.runtime, err = dialUnix(runtimePath, size, opts.StatsHandler); err != nil {
 		return nil, fmt.Errorf("runtime endpoint: %w", err)
 	}
 	b.image = b.runtime
 	if imagePath != runtimePath {
-		if b.image, err = dialUnix(imagePath, size); err != nil {
+		if b.image, err = dialUnix(imagePath, size, opts.StatsHandler); err != nil {
 			_ = b.runtime.Close()
 			return nil, fmt.Errorf("image endpoint: %w", err)
 		}
@@ -78,8 +82,8 @@ func Dial(opts BackendOptions) (*Backend, error) {
 	return b, nil
 }
 
-func dialUnix(path string, maxMsg int) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient("unix://"+path,
+func dialUnix(path string, maxMsg int, sh stats.Handler) (*grpc.ClientConn, error) {
+	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The kubelet uses this authority for unix sockets too.
 		grpc.WithAuthority("localhost"),
@@ -91,7 +95,11 @@ func dialUnix(path string, maxMsg int) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}),
 		// An idle channel would make the next kubelet call pay for a reconnect.
 		grpc.WithIdleTimeout(0),
-	)
+	}
+	if sh != nil {
+		dopts = append(dopts, grpc.WithStatsHandler(sh))
+	}
+	conn, err := grpc.NewClient("unix://"+path, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", path, err)
 	}

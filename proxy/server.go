@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 )
 
 // ServerOptions configures the kubelet-facing gRPC server.
@@ -29,6 +30,9 @@ type ServerOptions struct {
 	// no interceptor sees (the grpc relay runs them through Stream).
 	Observe CallObserver
 	Log     *slog.Logger
+	// StatsHandler sees the calls the gRPC server runs (tracing); nil
+	// adds nothing. Calls the h2 relay passes through never reach it.
+	StatsHandler stats.Handler
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
@@ -70,14 +74,18 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	// Both relays amend these answers.
 	rw, nf := rewrites(opts.Intercept), notFoundHooks(opts.Intercept)
-	gs := grpc.NewServer(
+	sopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.UnknownServiceHandler(backend.relayHandler(rw, nf)),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
 		grpc.ChainUnaryInterceptor(opts.Unary...),
 		grpc.ChainStreamInterceptor(opts.Stream...),
-	)
+	}
+	if opts.StatsHandler != nil {
+		sopts = append(sopts, grpc.StatsHandler(opts.StatsHandler))
+	}
+	gs := grpc.NewServer(sopts...)
 	descs, err := serviceDescs(opts.Intercept)
 	if err != nil {
 		return nil, err
@@ -93,6 +101,22 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 		srv.relay = newRelay(backend, gs, opts, rw, nf, size)
 	}
 	return srv, nil
+}
+
+// ServedMethods lists the full names of the methods the server handles
+// itself: the intercepted ones (not those only rewritten on their way
+// back) and crishim's own services'.
+func ServedMethods(intercept []Method, services []Service) []string {
+	var names []string
+	for _, m := range intercept {
+		if m.handler != nil {
+			names = append(names, m.FullMethod)
+		}
+	}
+	for _, svc := range services {
+		names = append(names, MethodNames(*svc.Desc)...)
+	}
+	return names
 }
 
 // Serve accepts connections on l until Shutdown.

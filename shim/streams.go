@@ -37,7 +37,7 @@ func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimea
 	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.IssueRecorded(streaming.Exec, req, who, s.podRecordMode(ctx, req.GetContainerId()))
+	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Exec, req, who, s.podRecordMode(ctx, req.GetContainerId()))
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.IssueRecorded(streaming.Attach, req, who, s.podRecordMode(ctx, req.GetContainerId()))
+	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Attach, req, who, s.podRecordMode(ctx, req.GetContainerId()))
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardReque
 	if err != nil {
 		return nil, err
 	}
-	url, err := s.opts.Streaming.IssueFor(streaming.PortForward, req, who)
+	url, err := s.opts.Streaming.IssueFor(ctx, streaming.PortForward, req, who)
 	if err != nil {
 		return nil, err
 	}

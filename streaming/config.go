@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/crishim/crishim/audit"
@@ -36,6 +37,9 @@ type Config struct {
 	// --record-input); RecordErrors counts recordings that failed.
 	Record       audit.RecordConfig
 	RecordErrors audit.RecordErrors
+	// TracerProvider traces each session (--tracing-endpoint); nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
 
 	// idleTimeout replaces defaultIdleTimeout (tests).
 	idleTimeout time.Duration

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,6 +54,7 @@ type Server struct {
 	base    string // scheme://host:port of every URL issued
 	http    *http.Server
 	serving atomic.Bool
+	tracer  trace.Tracer // nil: sessions are not traced
 
 	mu       sync.Mutex
 	closing  bool
@@ -111,6 +113,9 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		base:    scheme + "://" + host,
 		live:    map[*session]struct{}{},
 	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
 	s.cache = newCache(cfg.TokenTTL, cfg.MaxTokens, time.Now, rand.Reader, func(k Kind) { m.TokenExpired(string(k)) })
 	mux := http.NewServeMux()
 	for _, k := range Kinds {
@@ -149,6 +154,8 @@ type pending struct {
 	req    any
 	who    audit.Event
 	record audit.RecordMode // the pod's annotation
+	// parent is the span of the call that issued the token, if traced.
+	parent trace.SpanContext
 }
 
 // Addr is the bound address (useful with port 0).
@@ -161,19 +168,20 @@ func (s *Server) BaseURL() string { return s.base }
 // req is the decoded CRI request (*runtimeapi.ExecRequest for Exec, and so
 // on); it is sent to the runtime as it is when the URL is used.
 func (s *Server) Issue(kind Kind, req any) (string, error) {
-	return s.IssueFor(kind, req, audit.Event{})
+	return s.IssueFor(context.Background(), kind, req, audit.Event{})
 }
 
 // IssueFor is Issue for a request whose pod and container the caller
-// knows: who fills the session's audit events.
-func (s *Server) IssueFor(kind Kind, req any, who audit.Event) (string, error) {
-	return s.IssueRecorded(kind, req, who, "")
+// knows: who fills the session's audit events. The session's span, if
+// traced, is a child of the span in ctx.
+func (s *Server) IssueFor(ctx context.Context, kind Kind, req any, who audit.Event) (string, error) {
+	return s.IssueRecorded(ctx, kind, req, who, "")
 }
 
 // IssueRecorded is IssueFor for a session whose pod asks for recording
 // (the crishim.io/record-sessions annotation) more than the node does.
-func (s *Server) IssueRecorded(kind Kind, req any, who audit.Event, pod audit.RecordMode) (string, error) {
-	token, err := s.cache.insert(kind, pending{req: req, who: who, record: pod})
+func (s *Server) IssueRecorded(ctx context.Context, kind Kind, req any, who audit.Event, pod audit.RecordMode) (string, error) {
+	token, err := s.cache.insert(kind, pending{req: req, who: who, record: pod, parent: trace.SpanContextFromContext(ctx)})
 	if err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			s.metrics.TokenRejected(string(kind), "full")

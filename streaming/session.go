@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,16 +48,21 @@ func (s *Server) handler(kind Kind) http.Handler {
 		}
 		p, _ := stored.(pending)
 		req := p.req
+		r, span := s.startSpan(r, kind, p)
 		if !httpstream.IsUpgradeRequest(r) {
+			endSpan(span, nil, errNotUpgrade)
 			http.Error(w, "crishim: stream URLs serve SPDY or WebSocket upgrades only", http.StatusBadRequest)
 			return
 		}
 		sess, ok := s.open(kind, r)
 		if !ok {
+			endSpan(span, nil, errShuttingDown)
 			http.Error(w, "crishim: shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		defer s.finish(sess)
+		// Deferred first, so it runs after the stream and its audit ended.
+		defer endSpan(span, sess, nil)
 		audited := s.cfg.Audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
 		defer func() { audited.End(sess.auditEnd) }()
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
@@ -93,6 +99,11 @@ func (s *Server) handler(kind Kind) http.Handler {
 			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 	})
 }
+
+var (
+	errNotUpgrade   = errors.New("not an upgrade request")
+	errShuttingDown = errors.New("crishim is shutting down")
+)
 
 // auditStart is the session's started event: who it reaches, what it runs.
 func auditStart(kind Kind, req any, who audit.Event, remote string) audit.Event {

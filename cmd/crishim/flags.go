@@ -32,6 +32,7 @@ type config struct {
 	debugImages     debugImagesConfig
 	audit           auditConfig
 	record          recordConfig
+	tracing         tracingConfig
 }
 
 // flags registers every setting of c on a new flag set, in the order of
@@ -67,6 +68,7 @@ func (c *config) flags() *pflag.FlagSet {
 	c.debugImages.register(fs)
 	c.audit.register(fs)
 	c.record.register(fs)
+	c.tracing.register(fs)
 	for name := range reloadable {
 		fs.Lookup(name).Usage += " (reloadable)"
 	}
@@ -98,7 +100,10 @@ func (c *config) finish(fs *pflag.FlagSet) error {
 	if err := c.audit.finish(); err != nil {
 		return err
 	}
-	return c.record.finish()
+	if err := c.record.finish(); err != nil {
+		return err
+	}
+	return c.tracing.finish()
 }
 
 // checkValue makes the flag name refuse what check refuses, before its

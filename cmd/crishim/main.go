@@ -16,6 +16,7 @@ import (
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
+	"github.com/crishim/crishim/tracing"
 )
 
 // version and commit are set at build time (-ldflags "-X main.version=...").
@@ -65,10 +66,23 @@ func serve(opts *rootOptions) error {
 // the socket.
 func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	cfg := ld.cfg
+	tr, err := tracing.Start(ctx, cfg.tracing.Config, version, log)
+	if err != nil {
+		return err
+	}
+	// The normal path flushes the spans after the servers stopped, within
+	// the shutdown timeout; this covers the early returns (a second
+	// shutdown does nothing).
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer cancel()
+		stopTracing(tctx, tr, log)
+	}()
 	backend, err := proxy.Dial(proxy.BackendOptions{
 		RuntimeEndpoint: cfg.runtimeEndpoint,
 		ImageEndpoint:   cfg.imageEndpoint,
 		MaxMessageSize:  cfg.maxMessageSize,
+		StatsHandler:    tr.ClientHandler(),
 	})
 	if err != nil {
 		return err
@@ -97,6 +111,7 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	defer auditLog.Close()
 	cfg.streaming.Audit = auditLog
 	cfg.streaming.Record, cfg.streaming.RecordErrors = cfg.record.RecordConfig, auditMetrics
+	cfg.streaming.TracerProvider = tr.TracerProvider()
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -142,17 +157,19 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 			log.Warn("runtime unreachable; calls answer Unavailable until it returns", "backend", backend)
 		}
 	})
+	intercepted := sh.Intercepted()
 	srv, err := proxy.NewServer(backend, proxy.ServerOptions{
 		MaxMessageSize: cfg.maxMessageSize,
-		Intercept:      sh.Intercepted(),
+		Intercept:      intercepted,
 		Services:       sh.Services(),
 		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), proxy.LogUnary(log)},
 		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), proxy.LogStream(log)},
 		Relay:          proxy.RelayMode(cfg.relay),
 		// Calls the h2 relay passes through reach no interceptor: they
 		// are counted into the same series and logged at the same levels.
-		Observe: m,
-		Log:     log,
+		Observe:      m,
+		Log:          log,
+		StatsHandler: tr.ServerHandler(proxy.ServedMethods(intercepted, sh.Services())),
 	})
 	if err != nil {
 		return err
@@ -215,6 +232,8 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	if err := ln.Close(); err != nil {
 		log.Warn("closing socket", "err", err)
 	}
+	// Last: every span has ended once the servers stopped.
+	stopTracing(sctx, tr, log)
 	log.Info("stopped")
 	return serveErr
 }
