@@ -1,0 +1,102 @@
+#!/bin/sh
+# Builds dist/crishim_<version>_<arch>.deb (`make deb`): reproducible binaries, the files
+# generated from them (default config, shell completions), then nfpm with
+# packaging/deb/nfpm.yaml, which lists everything the package holds.
+#
+# Environment (make passes these): NFPM (the nfpm binary), GO, DIST (output directory),
+# GOARCH (target, default the host's), DEB_VERSION and SOURCE_DATE_EPOCH (default from git;
+# both must be given to build outside a git checkout), DEB_MAINTAINER.
+set -eu
+
+cd "$(dirname "$0")/../.."
+GO=${GO:-go}
+NFPM=${NFPM:-nfpm}
+DIST=${DIST:-dist}
+GOARCH=${GOARCH:-$($GO env GOARCH)}
+HOSTARCH=$($GO env GOHOSTARCH)
+
+# version prints the Debian version for `git describe`: v1.2.3 -> 1.2.3,
+# v1.2.3-rc.1 -> 1.2.3~rc.1 (before 1.2.3), 4 commits after v1.2.3 -> 1.2.3+git4.<sha>;
+# without a tag 0.0.0~git<commits>.<sha>, which sorts before any release and by commit
+# count between snapshots. A tree with uncommitted changes gets +dirty.
+version() {
+	dirty=
+	git diff --quiet HEAD -- 2>/dev/null || dirty=+dirty
+	if desc=$(git describe --tags --match 'v[0-9]*' --abbrev=7 2>/dev/null); then
+		echo "$desc" | sed -E \
+			-e 's/^v//' \
+			-e 's/-([0-9]+)-g([0-9a-f]+)$/+git\1.\2/' \
+			-e 's/^([0-9.]+)-/\1~/' \
+			-e "s/\$/$dirty/"
+	else
+		echo "0.0.0~git$(git rev-list --count HEAD).$(git rev-parse --short=7 HEAD)$dirty"
+	fi
+}
+
+if [ -z "${DEB_VERSION:-}" ]; then
+	DEB_VERSION=$(version)
+fi
+COMMIT=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+# Every mtime in the package (nfpm reads SOURCE_DATE_EPOCH) and the changelog's date.
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+	SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
+fi
+DEB_MAINTAINER=${DEB_MAINTAINER:-crishim maintainers <maintainers@users.noreply.a-seed-c38cc2e5.example>}
+case $GOARCH in
+386) DEB_ARCH=i386 ;;
+arm) DEB_ARCH=armhf GOARM=7 && export GOARM ;;
+*) DEB_ARCH=$GOARCH ;;
+esac
+case $DEB_VERSION in
+[0-9]*) ;;
+*) echo "build.sh: version $DEB_VERSION does not start with a digit (Debian policy 5.6.12)" >&2; exit 1 ;;
+esac
+
+STAGE=$DIST/stage-$DEB_ARCH
+rm -rf "$STAGE"
+mkdir -p "$STAGE/completions"
+
+# Stripped (-s -w) as Debian strips binaries; panics still name functions.
+# Reproducible: no paths of this machine (-trimpath), no random build ID (-buildid=), no VCS
+# stamp (the version says it; a copy of the tree without .git builds the same bytes), no
+# cgo (a static binary, independent of the build machine's libc).
+for cmd in crishim crishimctl; do
+	CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH $GO build -trimpath -buildvcs=false \
+		-ldflags "-s -w -buildid= -X main.version=$DEB_VERSION -X main.commit=$COMMIT" \
+		-o "$STAGE/$cmd" "./cmd/$cmd"
+done
+
+# Files the binaries generate are made by binaries of the build machine.
+GEN=$STAGE
+if [ "$GOARCH" != "$HOSTARCH" ]; then
+	GEN=$STAGE/host
+	mkdir -p "$GEN"
+	for cmd in crishim crishimctl; do
+		CGO_ENABLED=0 $GO build -trimpath -buildvcs=false -o "$GEN/$cmd" "./cmd/$cmd"
+	done
+fi
+
+# The default configuration (a conffile). TODO(cli): `crishim config default`.
+cat >"$STAGE/config.toml" <<'TOML'
+# crishim configuration. The settings are crishim's flags; see
+# /usr/share/doc/crishim/flags.md.
+TOML
+
+# The unit as shipped in packaging/systemd, with the package's binary path.
+sed 's|/usr/local/bin/crishim|/usr/bin/crishim|g' packaging/systemd/crishim.service >"$STAGE/crishim.service"
+
+# A native package's changelog (lintian wants one); its entry is this build.
+cat >"$STAGE/changelog" <<CHANGELOG
+crishim ($DEB_VERSION) unstable; urgency=medium
+
+  * Built from commit $COMMIT; the changes are the git history's.
+
+ -- $DEB_MAINTAINER  $(date -u -R -d "@$SOURCE_DATE_EPOCH")
+CHANGELOG
+gzip -9nf "$STAGE/changelog"
+
+OUT=$DIST/crishim_${DEB_VERSION}_$DEB_ARCH.deb
+STAGE=$STAGE DEB_VERSION=$DEB_VERSION DEB_ARCH=$DEB_ARCH DEB_MAINTAINER=$DEB_MAINTAINER \
+	SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH \
+	"$NFPM" package --config packaging/deb/nfpm.yaml --packager deb --target "$OUT" >&2
+echo "$OUT"
