@@ -11,7 +11,7 @@ STATICCHECK_VERSION ?= v0.8.2
 CONTROLLER_GEN_VERSION ?= v0.23.0
 NFPM_VERSION ?= v2.45.2
 # Where `make deb` writes dist/crishim_<version>_<arch>.deb. DEB_VERSION (default from
-# `git describe`, see packaging/deb/build.sh) and GOARCH may be set.
+# `git describe`, see packaging/deb/version.sh) and GOARCH may be set.
 DIST ?= $(CURDIR)/dist
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
@@ -31,7 +31,7 @@ build:
 # The Debian package: reproducible binaries and everything packaging/deb/nfpm.yaml lists.
 deb:
 	@test -x $(TOOLS)/nfpm || GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
-	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' DEB_VERSION='$(DEB_VERSION)' packaging/deb/build.sh
+	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' DEB_VERSION='$(DEB_VERSION)' COMMIT='$(COMMIT)' packaging/deb/build.sh
 
 # All tests: unit tests, then end-to-end tests against a private containerd, then the
 # same through a real kubelet and kubectl (test/kube). The Kubernetes binaries are built

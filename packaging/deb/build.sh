@@ -4,8 +4,9 @@
 # packaging/deb/nfpm.yaml, which lists everything the package holds.
 #
 # Environment (make passes these): NFPM (the nfpm binary), GO, DIST (output directory),
-# GOARCH (target, default the host's), DEB_VERSION and SOURCE_DATE_EPOCH (default from git;
-# both must be given to build outside a git checkout), DEB_MAINTAINER.
+# GOARCH (target, default the host's), DEB_VERSION (default packaging/deb/version.sh),
+# COMMIT and SOURCE_DATE_EPOCH (default from git; all three must be given to build outside
+# a git checkout), DEB_MAINTAINER.
 set -eu
 
 cd "$(dirname "$0")/../.."
@@ -15,28 +16,10 @@ DIST=${DIST:-dist}
 GOARCH=${GOARCH:-$($GO env GOARCH)}
 HOSTARCH=$($GO env GOHOSTARCH)
 
-# version prints the Debian version for `git describe`: v1.2.3 -> 1.2.3,
-# v1.2.3-rc.1 -> 1.2.3~rc.1 (before 1.2.3), 4 commits after v1.2.3 -> 1.2.3+git4.<sha>;
-# without a tag 0.0.0~git<commits>.<sha>, which sorts before any release and by commit
-# count between snapshots. A tree with uncommitted changes gets +dirty.
-version() {
-	dirty=
-	git diff --quiet HEAD -- 2>/dev/null || dirty=+dirty
-	if desc=$(git describe --tags --match 'v[0-9]*' --abbrev=7 2>/dev/null); then
-		echo "$desc" | sed -E \
-			-e 's/^v//' \
-			-e 's/-([0-9]+)-g([0-9a-f]+)$/+git\1.\2/' \
-			-e 's/^([0-9.]+)-/\1~/' \
-			-e "s/\$/$dirty/"
-	else
-		echo "0.0.0~git$(git rev-list --count HEAD).$(git rev-parse --short=7 HEAD)$dirty"
-	fi
-}
-
 if [ -z "${DEB_VERSION:-}" ]; then
-	DEB_VERSION=$(version)
+	DEB_VERSION=$(packaging/deb/version.sh)
 fi
-COMMIT=$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
+COMMIT=${COMMIT:-$(git rev-parse --short=7 HEAD 2>/dev/null || echo unknown)}
 # Every mtime in the package (nfpm reads SOURCE_DATE_EPOCH) and the changelog's date.
 if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
 	SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
