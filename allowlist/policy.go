@@ -1,9 +1,7 @@
 package allowlist
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -11,15 +9,19 @@ import (
 )
 
 // Policy is the node's debug image allowlist: the patterns of the flag and
-// those of the file, the file re-read when it changes or on Reload (SIGHUP).
-// A nil *Policy allows everything.
+// those of the file, the file re-read when it changes (Refresh) or on
+// Reload (SIGHUP), the whole replaced when crishim's configuration is
+// (Replace). A nil *Policy allows everything.
 type Policy struct {
+	cur atomic.Pointer[state]
+	mu  sync.Mutex // serializes reloads and replacements
+}
+
+// state is a policy as last read; it is replaced whole, never changed.
+type state struct {
 	flag *List
 	file string
-
-	cur atomic.Pointer[List] // the flag's patterns and the file's, as last read
-
-	mu   sync.Mutex // serializes reloads
+	list *List // the flag's patterns and the file's
 	seen fileStamp
 }
 
@@ -39,8 +41,8 @@ func New(flagValue, file string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{flag: fl, file: file}
-	p.cur.Store(fl)
+	p := &Policy{}
+	p.cur.Store(&state{flag: fl, file: file, list: fl})
 	if file != "" {
 		if _, err := p.reload(true); err != nil {
 			return nil, err
@@ -54,32 +56,61 @@ func New(flagValue, file string) (*Policy, error) {
 // A file, once given, is enforced even when it lists nothing, so that a
 // file emptied by mistake (or caught half written) refuses rather than opens.
 func (p *Policy) Enforced() bool {
-	return p != nil && (p.file != "" || p.flag.Len() > 0)
+	if p == nil {
+		return false
+	}
+	s := p.cur.Load()
+	return s.file != "" || s.flag.Len() > 0
 }
 
 // Governs names the flags that decide, for refusal messages.
 func (p *Policy) Governs() string {
+	s := p.cur.Load()
 	switch {
-	case p.file != "" && p.flag.Len() > 0:
-		return fmt.Sprintf("--debug-image-allowlist and --debug-image-allowlist-file %s", p.file)
-	case p.file != "":
-		return "--debug-image-allowlist-file " + p.file
+	case s.file != "" && s.flag.Len() > 0:
+		return fmt.Sprintf("--debug-image-allowlist and --debug-image-allowlist-file %s", s.file)
+	case s.file != "":
+		return "--debug-image-allowlist-file " + s.file
 	}
 	return "--debug-image-allowlist"
 }
 
 // Match returns the pattern allowing one of names, if any (see List.Match).
 func (p *Policy) Match(names ...string) (Pattern, bool) {
-	return p.cur.Load().Match(names...)
+	return p.cur.Load().list.Match(names...)
+}
+
+// Len is the number of patterns in force.
+func (p *Policy) Len() int { return p.cur.Load().list.Len() }
+
+// File is the path of the patterns file, if any.
+func (p *Policy) File() string { return p.cur.Load().file }
+
+// Replace puts q's patterns and file in force: crishim's configuration
+// changed them.
+func (p *Policy) Replace(q *Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur.Store(q.cur.Load())
 }
 
 // Reload re-reads the file (SIGHUP). Without a file there is nothing to do.
 func (p *Policy) Reload() error {
-	if p == nil || p.file == "" {
+	if p == nil || p.File() == "" {
 		return nil
 	}
 	_, err := p.reload(true)
 	return err
+}
+
+// Refresh re-reads the file if it changed since it was last read, and
+// reports whether it did. A bad file is an error and the list in force
+// stays.
+func (p *Policy) Refresh() (bool, error) {
+	if p == nil || p.File() == "" {
+		return false, nil
+	}
+	return p.reload(false)
 }
 
 // reload reads the file when forced or when its stamp changed, and reports
@@ -87,63 +118,25 @@ func (p *Policy) Reload() error {
 func (p *Policy) reload(force bool) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fi, err := os.Stat(p.file)
+	old := p.cur.Load()
+	fi, err := os.Stat(old.file)
 	if err != nil {
 		return false, fmt.Errorf("--debug-image-allowlist-file: %w", err)
 	}
 	st := stampOf(fi)
-	if !force && st == p.seen {
+	if !force && st == old.seen {
 		return false, nil
 	}
-	f, err := os.Open(p.file)
+	f, err := os.Open(old.file)
 	if err != nil {
 		return false, fmt.Errorf("--debug-image-allowlist-file: %w", err)
 	}
 	defer f.Close()
 	fl, err := Parse(f)
 	if err != nil {
-		return false, fmt.Errorf("--debug-image-allowlist-file %s: %w", p.file, err)
+		return false, fmt.Errorf("--debug-image-allowlist-file %s: %w", old.file, err)
 	}
-	merged := &List{patterns: append(append([]Pattern{}, p.flag.patterns...), fl.patterns...)}
-	p.cur.Store(merged)
-	p.seen = st
+	merged := &List{patterns: append(append([]Pattern{}, old.flag.patterns...), fl.patterns...)}
+	p.cur.Store(&state{flag: old.flag, file: old.file, list: merged, seen: st})
 	return true, nil
-}
-
-// Watch re-reads the file when it changes (checked every interval) and
-// when hup receives, until ctx is done. A bad file is logged and the list
-// in force kept. Without a file, hup is still drained: SIGHUP means reload
-// to an operator, never stop.
-func (p *Policy) Watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal, log *slog.Logger) {
-	var tick <-chan time.Time
-	if p != nil && p.file != "" {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		force := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		case <-hup:
-			force = true
-		}
-		if tick == nil {
-			log.Info("SIGHUP: no --debug-image-allowlist-file to reload")
-			continue
-		}
-		changed, err := p.reload(force)
-		switch {
-		case err != nil:
-			log.Warn("debug image allowlist not reloaded; the previous list stays in force", "err", err)
-		case changed:
-			n := p.cur.Load().Len()
-			log.Info("debug image allowlist loaded", "file", p.file, "patterns", n)
-			if n == 0 {
-				log.Warn("debug image allowlist is empty: every debug container is refused", "file", p.file)
-			}
-		}
-	}
 }

@@ -1,14 +1,10 @@
 package allowlist
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 func TestPolicyEnforced(t *testing.T) {
@@ -87,45 +83,52 @@ func TestPolicyReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	go func() { defer close(done); p.Watch(ctx, 10*time.Millisecond, hup, slog.New(slog.DiscardHandler)) }()
-	t.Cleanup(func() { cancel(); <-done })
-
 	allows := func(name string) func() bool {
 		return func() bool { _, ok := p.Match(name); return ok }
 	}
+	if changed, err := p.Refresh(); changed || err != nil {
+		t.Errorf("Refresh of an unchanged file: %v, %v", changed, err)
+	}
 	write("alpine")
-	waitFor(t, "alpine allowed after the file changed", allows("alpine"))
+	if changed, err := p.Refresh(); !changed || err != nil {
+		t.Errorf("Refresh of a changed file: %v, %v", changed, err)
+	}
+	if !allows("alpine")() {
+		t.Error("alpine not allowed after the file changed")
+	}
 	if _, ok := p.Match("busybox"); ok {
 		t.Error("busybox still allowed")
 	}
 	write("alpine\nNOT VALID\n")
-	time.Sleep(50 * time.Millisecond)
+	if _, err := p.Refresh(); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("Refresh of a bad file: %v", err)
+	}
 	if _, ok := p.Match("alpine"); !ok {
 		t.Error("a bad file replaced the list in force")
 	}
 
-	// SIGHUP re-reads even a file whose stamp did not change.
-	p.mu.Lock()
+	// Reload (SIGHUP) re-reads even a file whose stamp did not change.
 	if err := os.WriteFile(file, []byte("debian"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(file)
-	p.seen = stampOf(fi)
-	p.mu.Unlock()
-	hup <- syscall.SIGHUP
-	waitFor(t, "debian allowed after SIGHUP", allows("debian"))
-}
+	s := *p.cur.Load()
+	s.seen = stampOf(fi)
+	p.cur.Store(&s)
+	if changed, err := p.Refresh(); changed || err != nil {
+		t.Errorf("Refresh of a file of the same stamp: %v, %v", changed, err)
+	}
+	if err := p.Reload(); err != nil || !allows("debian")() {
+		t.Errorf("Reload: %v; debian allowed %v", err, allows("debian")())
+	}
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	// Replace puts another policy's patterns and file in force.
+	q, err := New("registry.corp/*", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Replace(q)
+	if allows("debian")() || !allows("registry.corp/x")() || p.File() != "" {
+		t.Errorf("after Replace: debian %v, registry.corp/x %v, file %q", allows("debian")(), allows("registry.corp/x")(), p.File())
 	}
 }

@@ -32,13 +32,16 @@ type Errors interface{ AuditError() }
 
 // Log is the audit log. A nil *Log records nothing.
 type Log struct {
-	cfg     Config
-	log     *slog.Logger
-	errs    Errors
-	mu      sync.Mutex // one line at a time, whole
-	w       io.Writer
-	closer  io.Closer
-	failing atomic.Pointer[error]
+	cfg Config // Path, and the rest as opened
+	log *slog.Logger
+	// Reconfigure changes these while events are written.
+	execSync, required atomic.Bool
+	rotating           *lumberjack.Logger // nil for stdout
+	errs               Errors
+	mu                 sync.Mutex // one line at a time, whole
+	w                  io.Writer
+	closer             io.Closer
+	failing            atomic.Pointer[error]
 }
 
 // Open opens (creates, mode 0600) the log at cfg.Path; nil when disabled.
@@ -47,6 +50,8 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 		return nil, nil
 	}
 	l := &Log{cfg: cfg, log: log, errs: errs}
+	l.execSync.Store(cfg.ExecSync)
+	l.required.Store(cfg.Required)
 	if cfg.Path == "-" {
 		l.w = os.Stdout
 		return l, nil
@@ -63,12 +68,29 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
 	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: cfg.MaxSizeMB, MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
-	l.w, l.closer = lj, lj
+	l.w, l.closer, l.rotating = lj, lj, lj
 	return l, nil
 }
 
+// Reconfigure applies the settings that can change while the log is open:
+// ExecSync, Required and MaxSizeMB. The others (the path, and the limits
+// of rotated files, which lumberjack's own goroutine reads) take a restart.
+func (l *Log) Reconfigure(cfg Config) {
+	if l == nil {
+		return
+	}
+	l.execSync.Store(cfg.ExecSync)
+	l.required.Store(cfg.Required)
+	if l.rotating != nil {
+		// lumberjack reads MaxSize in Write, which l.mu serializes.
+		l.mu.Lock()
+		l.rotating.MaxSize = cfg.MaxSizeMB
+		l.mu.Unlock()
+	}
+}
+
 // ExecSync says whether ExecSync calls are audited.
-func (l *Log) ExecSync() bool { return l != nil && l.cfg.ExecSync }
+func (l *Log) ExecSync() bool { return l != nil && l.execSync.Load() }
 
 // Close closes the file.
 func (l *Log) Close() error {
@@ -83,7 +105,7 @@ func (l *Log) Close() error {
 // Ready fails while the last write failed, when events are required
 // (--audit-required): a node that cannot audit should not take work.
 func (l *Log) Ready(context.Context) error {
-	if l == nil || !l.cfg.Required {
+	if l == nil || !l.required.Load() {
 		return nil
 	}
 	if err := l.failing.Load(); err != nil {

@@ -1,19 +1,20 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/proxy"
 )
 
-var errHelp = errors.New("help requested")
-
-// config is the daemon's command line, with the defaults of DESIGN.md.
+// config is the daemon's settings, with the defaults of DESIGN.md: the
+// command line's flags and the config file's keys alike.
 type config struct {
 	listen          string
 	runtimeEndpoint string
@@ -23,8 +24,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	logFormat       string
-	showVersion     bool
-	relay           proxy.RelayMode
+	relay           string
 	target          targetConfig
 	stopSignal      stopSignalConfig
 	streaming       streamingConfig
@@ -34,19 +34,32 @@ type config struct {
 	record          recordConfig
 }
 
-func parseFlags(args []string) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("crishim", flag.ContinueOnError)
+// flags registers every setting of c on a new flag set, in the order of
+// --help and of the default config file. A flag's own check refuses a bad
+// value wherever it comes from, so that the file's errors name its line.
+func (c *config) flags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("crishim", pflag.ContinueOnError)
+	fs.SortFlags = false
 	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "path of the CRI socket to serve (mode 0660)")
 	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint (unix:///path)")
+	checkValue(fs, "runtime-endpoint", endpoint)
 	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint (unix:///path); empty means --runtime-endpoint")
+	checkValue(fs, "image-endpoint", func(s string) error {
+		if s == "" {
+			return nil
+		}
+		return endpoint(s)
+	})
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:9847", "HOST:PORT for /metrics, /healthz and /readyz; empty disables")
 	fs.IntVar(&c.maxMessageSize, "max-message-size", proxy.DefaultMaxMessageSize, "largest gRPC message in bytes, both ways (the kubelet's limit is 16 MiB)")
+	checkValue(fs, "max-message-size", positive)
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
-	relay := fs.String("relay", string(proxy.RelayH2), "how pass-through calls travel: h2 (HTTP/2 frame relay) or grpc (grpc-go relay, the fallback)")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	checkValue(fs, "shutdown-timeout", nonNegative)
+	fs.StringVar(&c.relay, "relay", string(proxy.RelayH2), "how pass-through calls travel: h2 (HTTP/2 frame relay) or grpc (grpc-go relay, the fallback)")
+	checkValue(fs, "relay", oneOf(string(proxy.RelayH2), string(proxy.RelayGRPC)))
+	fs.Var(levelValue{&c.logLevel}, "log-level", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
-	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	checkValue(fs, "log-format", oneOf("text", "json"))
 	c.target.register(fs)
 	c.stopSignal.register(fs)
 	c.streaming.register(fs)
@@ -54,70 +67,125 @@ func parseFlags(args []string) (config, error) {
 	c.debugImages.register(fs)
 	c.audit.register(fs)
 	c.record.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, errHelp
-		}
-		return c, err
+	for name := range reloadable {
+		fs.Lookup(name).Usage += " (reloadable)"
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if c.showVersion {
-		return c, nil
-	}
-	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", *level)
-	}
-	c.relay = proxy.RelayMode(*relay)
-	if c.relay != proxy.RelayH2 && c.relay != proxy.RelayGRPC {
-		return c, fmt.Errorf("--relay %q: want h2 or grpc", *relay)
-	}
-	if c.logFormat != "text" && c.logFormat != "json" {
-		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
-	}
-	if _, err := proxy.ParseEndpoint(c.runtimeEndpoint); err != nil {
-		return c, fmt.Errorf("--runtime-endpoint: %w", err)
-	}
+	return fs
+}
+
+// finish checks what no single value can say and fills the defaults that
+// depend on other settings. fs is the flag set of c, whose Changed marks
+// say what the command line or the file gave.
+func (c *config) finish(fs *pflag.FlagSet) error {
 	if c.imageEndpoint == "" {
 		c.imageEndpoint = c.runtimeEndpoint
 	}
-	if _, err := proxy.ParseEndpoint(c.imageEndpoint); err != nil {
-		return c, fmt.Errorf("--image-endpoint: %w", err)
-	}
-	if c.maxMessageSize <= 0 {
-		return c, fmt.Errorf("--max-message-size %d: must be positive", c.maxMessageSize)
-	}
-	if c.shutdownTimeout < 0 {
-		return c, fmt.Errorf("--shutdown-timeout %s: must not be negative", c.shutdownTimeout)
-	}
 	if err := c.target.finish(fs, c.runtimeEndpoint); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.stopSignal.finish(c.target.containerdAddress); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.streaming.finish(); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.notifications.finish(); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.debugImages.finish(); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.audit.finish(); err != nil {
-		return c, err
+		return err
 	}
-	if err := c.record.finish(); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c.record.finish()
 }
 
-func newLogger(w io.Writer, c config) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: c.logLevel}
-	if c.logFormat == "json" {
+// checkValue makes the flag name refuse what check refuses, before its
+// value changes, on the command line and in the config file alike.
+func checkValue(fs *pflag.FlagSet, name string, check func(string) error) {
+	f := fs.Lookup(name)
+	f.Value = checkedValue{f.Value, check}
+}
+
+type checkedValue struct {
+	pflag.Value
+	check func(string) error
+}
+
+func (v checkedValue) Set(s string) error {
+	if err := v.check(s); err != nil {
+		return err
+	}
+	return v.Value.Set(s)
+}
+
+func endpoint(s string) error {
+	_, err := proxy.ParseEndpoint(s)
+	return err
+}
+
+// oneOf allows the given words only.
+func oneOf(choices ...string) func(string) error {
+	want := strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
+	return func(s string) error {
+		for _, c := range choices {
+			if s == c {
+				return nil
+			}
+		}
+		return fmt.Errorf("want %s", want)
+	}
+}
+
+// nonNegative refuses negative integers and durations; what does not parse
+// is left to the flag's own Set to refuse.
+func nonNegative(s string) error {
+	if n, ok := number(s); ok && n < 0 {
+		return fmt.Errorf("must not be negative")
+	}
+	return nil
+}
+
+func positive(s string) error {
+	if n, ok := number(s); ok && n <= 0 {
+		return fmt.Errorf("must be positive")
+	}
+	return nil
+}
+
+func number(s string) (int64, bool) {
+	if n, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return n, true
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return int64(d), true
+	}
+	return 0, false
+}
+
+// levelValue is --log-level, spelled in lower case as slog parses it.
+type levelValue struct{ l *slog.Level }
+
+func (v levelValue) String() string {
+	if v.l == nil {
+		return "info"
+	}
+	return strings.ToLower(v.l.String())
+}
+
+func (v levelValue) Set(s string) error {
+	if err := v.l.UnmarshalText([]byte(s)); err != nil {
+		return fmt.Errorf("want debug, info, warn or error")
+	}
+	return nil
+}
+
+func (levelValue) Type() string { return "string" }
+
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/audit"
 )
@@ -11,24 +12,19 @@ import (
 // auditConfig holds the audit log flags, named as kube-apiserver's.
 type auditConfig struct{ audit.Config }
 
-func (c *auditConfig) register(fs *flag.FlagSet) {
+func (c *auditConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Path, "audit-log", "", "file for the audit log (JSON lines, mode 0600; - for stdout): every exec, attach, port-forward, debug container, Signal and Notify; empty disables")
 	fs.IntVar(&c.MaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log when it reaches this many megabytes (0: never)")
 	fs.IntVar(&c.MaxBackups, "audit-log-maxbackup", 10, "rotated audit log files to keep (0: all)")
 	fs.IntVar(&c.MaxAgeDays, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")
 	fs.BoolVar(&c.Required, "audit-required", false, "fail /readyz while audit events cannot be written")
 	fs.BoolVar(&c.ExecSync, "audit-exec-sync", false, "audit ExecSync calls too (the kubelet's exec probes make many)")
+	for _, name := range []string{"audit-log-maxsize", "audit-log-maxbackup", "audit-log-maxage"} {
+		checkValue(fs, name, nonNegative)
+	}
 }
 
 func (c *auditConfig) finish() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"--audit-log-maxsize", c.MaxSizeMB}, {"--audit-log-maxbackup", c.MaxBackups}, {"--audit-log-maxage", c.MaxAgeDays}} {
-		if f.v < 0 {
-			return fmt.Errorf("%s %d: must not be negative", f.name, f.v)
-		}
-	}
 	if c.Path == "" && (c.Required || c.ExecSync) {
 		return fmt.Errorf("--audit-required and --audit-exec-sync need --audit-log")
 	}

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // notificationsConfig holds the Notification API flags.
@@ -15,10 +16,11 @@ type notificationsConfig struct {
 	gcAfter    time.Duration
 }
 
-func (n *notificationsConfig) register(fs *flag.FlagSet) {
+func (n *notificationsConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.kubeconfig, "kubeconfig", "", "kubeconfig for the apiserver: serve Notifications (crishim.io/v1alpha1) for this node; empty: in-cluster config if crishim runs in a pod, else no Notifications")
 	fs.StringVar(&n.nodeName, "node-name", "", "this node's name in Notification status entries [hostname]; must match the kubelet's")
 	fs.DurationVar(&n.gcAfter, "notification-gc-after", 0, "testing only: delete completed Notifications this long after creation instead of after spec.expirationSeconds (whose minimum is 600 s)")
+	checkValue(fs, "notification-gc-after", nonNegative)
 }
 
 func (n *notificationsConfig) finish() error {
@@ -28,9 +30,6 @@ func (n *notificationsConfig) finish() error {
 			return fmt.Errorf("--node-name: empty, and the hostname is unknown: %w", err)
 		}
 		n.nodeName = strings.ToLower(h)
-	}
-	if n.gcAfter < 0 {
-		return fmt.Errorf("--notification-gc-after %s: must not be negative", n.gcAfter)
 	}
 	return nil
 }

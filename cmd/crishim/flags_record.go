@@ -1,8 +1,9 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/audit"
 )
@@ -14,11 +15,22 @@ type recordConfig struct {
 	mode string
 }
 
-func (c *recordConfig) register(fs *flag.FlagSet) {
+func (c *recordConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.mode, "record-sessions", string(audit.RecordNone), "record exec and attach sessions as asciicast v2 files: none, tty (sessions with a terminal) or all; a pod's annotation "+audit.RecordAnnotation+" may ask for more")
 	fs.StringVar(&c.Dir, "record-dir", "/var/log/crishim/sessions", "directory of session recordings (created 0700; files 0600)")
 	fs.Int64Var(&c.MaxBytes, "record-max-bytes", 100<<20, "largest recording of one session in bytes; then recording stops, the session does not (0: no limit)")
 	fs.BoolVar(&c.Input, "record-input", false, "record what is typed too (passwords are typed into terminals)")
+	checkValue(fs, "record-sessions", func(s string) error {
+		_, err := audit.ParseRecordMode(s)
+		return err
+	})
+	checkValue(fs, "record-max-bytes", nonNegative)
+	checkValue(fs, "record-dir", func(s string) error {
+		if s == "" {
+			return fmt.Errorf("must not be empty")
+		}
+		return nil
+	})
 }
 
 func (c *recordConfig) finish() error {
@@ -27,11 +39,5 @@ func (c *recordConfig) finish() error {
 		return fmt.Errorf("--record-sessions %w", err)
 	}
 	c.Mode = m
-	if c.MaxBytes < 0 {
-		return fmt.Errorf("--record-max-bytes %d: must not be negative", c.MaxBytes)
-	}
-	if c.Dir == "" {
-		return fmt.Errorf("--record-dir must not be empty")
-	}
 	return nil
 }

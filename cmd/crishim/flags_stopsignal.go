@@ -1,8 +1,9 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/shim"
 )
@@ -12,8 +13,15 @@ type stopSignalConfig struct {
 	mode string
 }
 
-func (s *stopSignalConfig) register(fs *flag.FlagSet) {
+func (s *stopSignalConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.mode, "stop-signal-mode", shim.StopSignalAuto, "CRI stop_signal: auto, native (the runtime honours it) or emulate (crishim delivers it through the containerd API)")
+	checkValue(fs, "stop-signal-mode", checkMode)
+}
+
+// checkMode refuses what shim.ParseMode refuses.
+func checkMode(s string) error {
+	_, err := shim.ParseMode(s)
+	return err
 }
 
 // finish validates the flag against the containerd API setting, which

@@ -15,7 +15,7 @@ func TestStopSignalFlags(t *testing.T) {
 		{name: "default", mode: "auto"},
 		{name: "native", args: []string{"--stop-signal-mode", "native"}, mode: "native"},
 		{name: "emulate", args: []string{"--stop-signal-mode", "emulate"}, mode: "emulate"},
-		{name: "unknown mode", args: []string{"--stop-signal-mode", "always"}, err: `--stop-signal-mode "always": want auto, native or emulate`},
+		{name: "unknown mode", args: []string{"--stop-signal-mode", "always"}, err: `"--stop-signal-mode" flag: "always": want auto, native or emulate`},
 		{name: "emulate without containerd", args: []string{"--stop-signal-mode", "emulate", "--containerd-address", ""}, err: "--containerd-address is empty"},
 		{name: "native without containerd", args: []string{"--stop-signal-mode", "native", "--containerd-address", ""}, mode: "native"},
 	}

@@ -5,8 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -27,36 +25,46 @@ var (
 )
 
 func main() {
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, errHelp) {
-		os.Exit(0)
-	}
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// serve runs the daemon: crishim with no command.
+func serve(opts *rootOptions) error {
+	src := opts.source()
+	ld, err := src.load()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "crishim: %v\n", err)
-		os.Exit(2)
+		return usageError{err}
 	}
-	if cfg.showVersion {
-		fmt.Println("crishim", version)
-		return
-	}
+	cfg := ld.cfg
 	procs := setProcs()
-	log := newLogger(os.Stderr, cfg)
+	level := new(slog.LevelVar)
+	level.Set(cfg.logLevel)
+	log := newLogger(os.Stderr, cfg.logFormat, level)
 	log.Debug("go runtime", "gomaxprocs", procs)
+	if src.file != "" {
+		log.Info("configuration loaded", "file", src.file)
+	}
+	// SIGHUP reloads from now on; by default it would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Once shutdown has begun, a second signal gets its default action: an
 	// operator who presses ^C twice wants crishim gone now.
 	context.AfterFunc(ctx, stop)
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(ctx, ld, &reloader{src: src, level: level, hup: hup}, log); err != nil {
 		log.Error("crishim failed", "err", err)
-		os.Exit(1)
+		return errLogged
 	}
+	return nil
 }
 
 // run serves until ctx is canceled (SIGTERM/SIGINT), then shuts down: stop
 // accepting, let in-flight calls finish within the shutdown timeout, remove
 // the socket.
-func run(ctx context.Context, cfg config, log *slog.Logger) error {
+func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
+	cfg := ld.cfg
 	backend, err := proxy.Dial(proxy.BackendOptions{
 		RuntimeEndpoint: cfg.runtimeEndpoint,
 		ImageEndpoint:   cfg.imageEndpoint,
@@ -81,6 +89,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	notificationMetrics := metrics.NewNotifications()
 	debugImageMetrics := metrics.NewDebugImages()
 	auditMetrics := metrics.NewAudit()
+	configMetrics := metrics.NewConfig()
 	auditLog, err := audit.Open(cfg.audit.Config, auditMetrics, log.With("feature", "audit"))
 	if err != nil {
 		return err
@@ -88,7 +97,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer auditLog.Close()
 	cfg.streaming.Audit = auditLog
 	cfg.streaming.Record, cfg.streaming.RecordErrors = cfg.record.RecordConfig, auditMetrics
-	watchDebugImages(watchCtx, cfg.debugImages.policy, log)
 	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
 	if err != nil {
 		return err
@@ -121,6 +129,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.Registry.MustRegister(notificationMetrics)
 	m.Registry.MustRegister(debugImageMetrics)
 	m.Registry.MustRegister(auditMetrics)
+	m.Registry.MustRegister(configMetrics)
+	rl.start(watchCtx, ld, cfg.debugImages.policy, auditLog, configMetrics, log)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.
 	m.RuntimeConnection("runtime", false)
@@ -138,7 +148,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		Services:       sh.Services(),
 		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), proxy.LogUnary(log)},
 		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), proxy.LogStream(log)},
-		Relay:          cfg.relay,
+		Relay:          proxy.RelayMode(cfg.relay),
 		// Calls the h2 relay passes through reach no interceptor: they
 		// are counted into the same series and logged at the same levels.
 		Observe: m,

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
 
+	"github.com/spf13/pflag"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
@@ -16,11 +16,13 @@ import (
 // streamingConfig holds the flags of crishim's streaming server.
 type streamingConfig struct{ streaming.Config }
 
-func (c *streamingConfig) register(fs *flag.FlagSet) {
+func (c *streamingConfig) register(fs *pflag.FlagSet) {
 	d := streaming.DefaultConfig()
 	fs.StringVar(&c.Address, "streaming-address", d.Address, "HOST:PORT of crishim's streaming server for exec, attach and port-forward (port 0 picks one); empty passes the runtime's own URLs through")
 	fs.DurationVar(&c.TokenTTL, "stream-token-ttl", d.TokenTTL, "how long a stream URL stays good")
 	fs.IntVar(&c.MaxTokens, "stream-max-tokens", d.MaxTokens, "most stream URLs outstanding; beyond, Exec, Attach and PortForward fail with ResourceExhausted")
+	checkValue(fs, "stream-token-ttl", positive)
+	checkValue(fs, "stream-max-tokens", positive)
 	fs.StringVar(&c.TLSCertFile, "streaming-tls-cert", "", "PEM certificate: serve streams over HTTPS (with --streaming-tls-key)")
 	fs.StringVar(&c.TLSKeyFile, "streaming-tls-key", "", "PEM private key of --streaming-tls-cert")
 	fs.BoolVar(&c.AllowInsecure, "streaming-allow-insecure", false, "allow plain HTTP on a non-loopback --streaming-address")

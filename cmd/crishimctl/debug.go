@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -19,29 +19,57 @@ import (
 // debugPoll is how often debug looks whether its command has finished.
 const debugPoll = 100 * time.Millisecond
 
+// debugOptions are debug's flags.
+type debugOptions struct {
+	target, image, name string
+}
+
+func newDebugCommand(g *globals) *cobra.Command {
+	var o debugOptions
+	cmd := &cobra.Command{
+		Use:   "debug --target CONTAINER [--image IMG] [--name NAME] -- CMD [ARGS...]",
+		Short: "Run CMD in a new container of CONTAINER's pod that sees CONTAINER's processes",
+		Long: `Run CMD in a new container of CONTAINER's pod that shares CONTAINER's PID
+namespace (CRI NamespaceMode TARGET, as kubectl debug --target). On a terminal,
+attach to it (TTY); otherwise print its output when it ends and exit with its exit
+code. --timeout bounds the calls to crishim and, without a terminal, the wait
+(docs/pid-target.md).`,
+		Example: `  crishimctl debug --target 3f2a -- ps aux
+  crishimctl debug --target 3f2a --image docker.io/library/busybox:1.36 -- sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{errors.New("debug: no command (debug --target C -- CMD...)")}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.target, "target", "", "container whose processes to see (ID or unique prefix)")
+	cmd.Flags().StringVar(&o.image, "image", "", "image of the debug container (default: the target's image)")
+	cmd.Flags().StringVar(&o.name, "name", "debugger", "name of the debug container; taken names get -2, -3, ...")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		switch {
+		case o.target == "":
+			return usageError{errors.New("debug: --target is required")}
+		case o.name == "":
+			return usageError{errors.New("debug: --name is empty")}
+		}
+		return g.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+			err := debug(ctx, conn, o, args, cmd.OutOrStdout())
+			if _, ok := err.(debugExit); ok || err == nil {
+				return err
+			}
+			return g.explain("debug", err)
+		})
+	}
+	return cmd
+}
+
 // debug creates a container in the target's pod that shares the target's
 // PID namespace (CRI NamespaceMode TARGET, the kubelet's ephemeral debug
 // container), starts it and shows what its command prints.
-func debug(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("debug", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	targetID := fs.String("target", "", "container whose processes to see (ID or unique prefix)")
-	image := fs.String("image", "", "image of the debug container (default: the target's image)")
-	name := fs.String("name", "debugger", "name of the debug container; taken names get -2, -3, ...")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: debug: %v", errUsage, err)
-	}
-	command := fs.Args()
-	switch {
-	case *targetID == "":
-		return fmt.Errorf("%w: debug: --target is required", errUsage)
-	case len(command) == 0:
-		return fmt.Errorf("%w: debug: no command (debug --target C -- CMD...)", errUsage)
-	case *name == "":
-		return fmt.Errorf("%w: debug: --name is empty", errUsage)
-	}
+func debug(ctx context.Context, conn *grpc.ClientConn, o debugOptions, command []string, out io.Writer) error {
 	rs := runtimeapi.NewRuntimeServiceClient(conn)
-	target, err := findTarget(ctx, rs, *targetID)
+	target, err := findTarget(ctx, rs, o.target)
 	if err != nil {
 		return err
 	}
@@ -50,11 +78,11 @@ func debug(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Wri
 	if err != nil {
 		return err
 	}
-	ctrName, err := freeName(ctx, rs, podID, *name)
+	ctrName, err := freeName(ctx, rs, podID, o.name)
 	if err != nil {
 		return err
 	}
-	img := *image
+	img := o.image
 	if img == "" {
 		img = target.GetImageRef()
 		if img == "" {

@@ -2,73 +2,66 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
 
-	"google.golang.org/grpc"
+	"github.com/spf13/cobra"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// execCommand is `crishimctl exec [-i] [-t] CONTAINER -- CMD...`: a CRI Exec
-// through crishim, streamed through crishim's streaming server. timeout
-// bounds the Exec call, never the session.
-func execCommand(ctx context.Context, conn *grpc.ClientConn, args []string, timeout time.Duration) error {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	interactive := fs.Bool("i", false, "pass stdin to the command")
-	tty := fs.Bool("t", false, "run the command in a TTY")
-	if err := fs.Parse(splitShortFlags(args)); err != nil {
-		return fmt.Errorf("%w: exec: %v", errUsage, err)
+// newExecCommand is `crishimctl exec [-i] [-t] CONTAINER -- CMD...`: a CRI
+// Exec through crishim, streamed through crishim's streaming server.
+// --timeout bounds the Exec call, never the session.
+func newExecCommand(g *globals) *cobra.Command {
+	var interactive, tty bool
+	cmd := &cobra.Command{
+		Use:   "exec [-i] [-t] CONTAINER -- CMD [ARGS...]",
+		Short: "Run CMD in CONTAINER, streamed through crishim",
+		Long: `Run CMD in CONTAINER (an ID) through crishim's streaming server, as the kubelet's
+exec does (docs/streaming.md). Exits with CMD's exit code, as kubectl exec.`,
+		Example: `  crishimctl exec 3f2a -- cat /etc/os-release
+  crishimctl exec -it 3f2a -- sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 || cmd.ArgsLenAtDash() == 0 {
+				return usageError{errors.New("exec: want CONTAINER -- CMD")}
+			}
+			return nil
+		},
 	}
-	rest := fs.Args()
-	if len(rest) < 2 || (rest[1] == "--" && len(rest) < 3) {
-		return fmt.Errorf("%w: exec: want CONTAINER -- CMD", errUsage)
-	}
-	container, cmd := rest[0], rest[1:]
-	if cmd[0] == "--" {
-		cmd = cmd[1:]
-	}
-	if *tty && !isTerminal(os.Stdin) {
-		// As kubectl: a TTY fed from a pipe would echo and mangle it.
-		fmt.Fprintln(os.Stderr, "crishimctl: stdin is not a terminal; running without a TTY")
-		*tty = false
-	}
-	req := &runtimeapi.ExecRequest{
-		ContainerId: container,
-		Cmd:         cmd,
-		Tty:         *tty,
-		Stdin:       *interactive,
-		Stdout:      true,
-		Stderr:      !*tty,
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	resp, err := runtimeapi.NewRuntimeServiceClient(conn).Exec(cctx, req)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
-	opts := streamOptions{Stdout: os.Stdout, Stderr: os.Stderr, TTY: *tty}
-	if *interactive {
-		opts.Stdin = os.Stdin
-	}
-	return streamURL(ctx, resp.GetUrl(), opts)
-}
-
-// splitShortFlags turns -it into -i -t, as kubectl users type it.
-func splitShortFlags(args []string) []string {
-	var out []string
-	for i, a := range args {
-		if a == "--" || len(a) == 0 || a[0] != '-' {
-			return append(out, args[i:]...)
+	cmd.Flags().BoolVarP(&interactive, "stdin", "i", false, "pass stdin to the command")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command in a TTY")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		container, command := args[0], args[1:]
+		if tty && !isTerminal(os.Stdin) {
+			// As kubectl: a TTY fed from a pipe would echo and mangle it.
+			fmt.Fprintln(cmd.ErrOrStderr(), "crishimctl: stdin is not a terminal; running without a TTY")
+			tty = false
 		}
-		if a == "-it" || a == "-ti" {
-			out = append(out, "-i", "-t")
-			continue
+		req := &runtimeapi.ExecRequest{
+			ContainerId: container,
+			Cmd:         command,
+			Tty:         tty,
+			Stdin:       interactive,
+			Stdout:      true,
+			Stderr:      !tty,
 		}
-		out = append(out, a)
+		conn, err := g.dial()
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+		resp, err := runtimeapi.NewRuntimeServiceClient(conn).Exec(ctx, req)
+		cancel()
+		if err != nil {
+			return g.explain("exec", err)
+		}
+		opts := streamOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), TTY: tty}
+		if interactive {
+			opts.Stdin = os.Stdin
+		}
+		return streamURL(cmd.Context(), resp.GetUrl(), opts)
 	}
-	return out
+	return cmd
 }

@@ -5,14 +5,17 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/crishim/crishim/proxy"
 )
@@ -20,84 +23,159 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-const usage = `usage: crishimctl [--endpoint URL] [--timeout D] COMMAND [ARGS]
-
-commands:
-  status [-o text|json]   crishim's version, the runtime behind it and the modes in force
-  debug --target C [--image IMG] [--name NAME] -- CMD...
-                          run CMD in a new container of C's pod that sees C's processes
-                          (PID namespace TARGET); on a terminal attach to it (TTY),
-                          otherwise print its output; --timeout bounds the calls
-  exec [-i] [-t] CONTAINER -- CMD...
-                          run CMD in CONTAINER, streamed through crishim (-i stdin, -t TTY);
-                          exits with CMD's exit code
-  signal CONTAINER SIGNAL  send SIGNAL (SIGHUP, HUP or 1) to CONTAINER's main process, once
-  notify (--pod ID | --selector k=v) [-o table|json] NAME
-                          run notifier NAME (pod annotation notifier.crishim.io/<container>.NAME)
-                          in the selected pods; exits 1 unless it succeeded everywhere
-  version                 crishimctl's version
-`
+const defaultEndpoint = "unix:///run/crishim/crishim.sock"
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "crishimctl: %v\n", err)
-		if errors.Is(err, errUsage) {
-			fmt.Fprint(os.Stderr, usage)
-			os.Exit(2)
+	os.Exit(execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is a bad command line: exit 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// execute runs a command line and returns crishimctl's exit code: 0; 2 for
+// a bad command line; the remote command's for exec and debug, as kubectl
+// exec; 1 for anything else, a notifier that did not succeed everywhere
+// included.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(ctx)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "crishimctl: %v\n", err)
+	var u usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return 2
+	}
+	var remote interface{ ExitStatus() int }
+	if errors.As(err, &remote) {
+		return remote.ExitStatus()
+	}
+	return 1
+}
+
+// globals are the flags of every command that talks to crishim.
+type globals struct {
+	endpoint string
+	timeout  time.Duration
+}
+
+const rootLong = `crishimctl talks to a node's crishim on its socket: crishim's status, signals and
+notifiers for containers, debug containers that share a container's PID namespace,
+and exec streamed through crishim. Commands with output take -o table|json|yaml;
+the JSON field names are stable (docs/crishimctl.md).`
+
+const rootExample = `  crishimctl status
+  crishimctl version -o json
+  crishimctl signal 3f2a SIGHUP
+  crishimctl notify --pod 9c1e reload -o json
+  crishimctl debug --target 3f2a -- ps aux
+  crishimctl exec -it 3f2a -- sh
+  source <(crishimctl completion bash)`
+
+func newRootCommand(ctx context.Context) *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "crishimctl",
+		Short:         "Operator CLI for crishim, the CRI interposer",
+		Long:          rootLong,
+		Example:       rootExample,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Help()
+			return usageError{errors.New("no command")}
+		},
+	}
+	root.SetContext(ctx)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c.Name() == "exec" || c.Name() == "debug" {
+			err = fmt.Errorf("%w (the command to run goes after --: %s ... -- CMD ARGS)", err, c.CommandPath())
 		}
-		// exec: the remote command's exit code is crishimctl's, as with kubectl exec.
-		var remote interface{ ExitStatus() int }
-		if errors.As(err, &remote) {
-			os.Exit(remote.ExitStatus())
+		return usageError{err}
+	})
+	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint, "crishim's socket")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline of each call to crishim (not of an exec or debug session)")
+	root.AddCommand(
+		newStatusCommand(g),
+		newVersionCommand(g),
+		newSignalCommand(g),
+		newNotifyCommand(g),
+		newDebugCommand(g),
+		newExecCommand(g),
+	)
+	return root
+}
+
+// noArgs refuses positional arguments, naming an unknown command as such.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+	}
+	return nil
+}
+
+// exactArgs wants n arguments, named in usage.
+func exactArgs(n int, usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s: want %s, got %d arguments", cmd.Name(), usage, len(args))}
 		}
-		os.Exit(1)
+		return nil
 	}
 }
 
-var errUsage = errors.New("bad usage")
-
-func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("crishimctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	endpoint := fs.String("endpoint", "unix:///run/crishim/crishim.sock", "crishim's socket")
-	timeout := fs.Duration("timeout", 10*time.Second, "deadline of each call")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: no command", errUsage)
-	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	if cmd == "version" {
-		fmt.Fprintln(out, "crishimctl", version)
-		return nil
-	}
-	path, err := proxy.ParseEndpoint(*endpoint)
+// dial connects to crishim; the connection is made lazily, by the first call.
+func (g *globals) dial() (*grpc.ClientConn, error) {
+	path, err := proxy.ParseEndpoint(g.endpoint)
 	if err != nil {
-		return fmt.Errorf("--endpoint: %w", err)
+		return nil, usageError{fmt.Errorf("--endpoint: %w", err)}
 	}
 	conn, err := grpc.NewClient("unix://"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", *endpoint, err)
+		return nil, fmt.Errorf("connect to %s: %w", g.endpoint, err)
+	}
+	return conn, nil
+}
+
+// call runs f with a connection to crishim under --timeout.
+func (g *globals) call(cmd *cobra.Command, f func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	conn, err := g.dial()
+	if err != nil {
+		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 	defer cancel()
-	switch cmd {
-	case "status":
-		return status(ctx, conn, rest, out)
-	case "debug":
-		return debug(ctx, conn, rest, out)
-	case "signal":
-		return signalCommand(ctx, conn, rest, out)
-	case "notify":
-		return notify(ctx, conn, rest, out)
-	case "exec":
-		// The session outlives --timeout, which bounds only the Exec call.
-		return execCommand(context.WithoutCancel(ctx), conn, rest, *timeout)
-	default:
-		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	return f(ctx, conn)
+}
+
+// explain says what to do next about an error of a call to crishim.
+func (g *globals) explain(what string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", what, err)
 	}
+	msg := st.Message()
+	switch {
+	case st.Code() == codes.Unavailable && strings.Contains(msg, "permission denied"):
+		return fmt.Errorf("%s: no permission to use crishim's socket %s: run as root or as a member of the socket's group: %w", what, g.endpoint, err)
+	case st.Code() == codes.Unavailable && strings.Contains(msg, "dial"):
+		return fmt.Errorf("%s: cannot reach crishim at %s: is crishim running? (systemctl status crishim) or pass --endpoint: %w", what, g.endpoint, err)
+	case st.Code() == codes.DeadlineExceeded:
+		return fmt.Errorf("%s: crishim did not answer within --timeout %s: raise --timeout, or look at crishim's log (journalctl -u crishim): %w", what, g.timeout, err)
+	case st.Code() == codes.Unimplemented:
+		return fmt.Errorf("%s: %s does not serve this call: is it crishim (not the runtime's socket), and as new as crishimctl? (crishimctl version): %w", what, g.endpoint, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

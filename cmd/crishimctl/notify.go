@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/crishim/crishim/shim/crishimv1"
 )
@@ -36,50 +35,51 @@ func (s selectorFlag) Set(v string) error {
 	return nil
 }
 
-// notify runs a named notifier in the selected pods.
-func notify(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("notify", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	pod := fs.String("pod", "", "pod sandbox ID (or unique prefix)")
+func (s selectorFlag) Type() string { return "key=value" }
+
+// newNotifyCommand runs a named notifier in the selected pods.
+func newNotifyCommand(g *globals) *cobra.Command {
+	var pod string
 	sel := selectorFlag{}
-	fs.Var(sel, "selector", "label selector key=value (repeat or comma-separate; all must match)")
-	format := fs.String("o", "table", "output format: table or json")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: notify: %v", errUsage, err)
+	cmd := &cobra.Command{
+		Use:   "notify (--pod ID | --selector k=v) NAME",
+		Short: "Run notifier NAME in the selected pods",
+		Long: `Run notifier NAME (declared by the pod annotation notifier.crishim.io/<container>.NAME)
+in the pod given by --pod, or in every ready pod whose labels match --selector, and
+show how it went in each container. Exits 1 unless it succeeded everywhere
+(docs/signals.md).`,
+		Example: `  crishimctl notify --pod 9c1e reload
+  crishimctl notify --selector app=web,tier=front quiesce -o json`,
+		Args: exactArgs(1, "one notifier NAME"),
 	}
-	switch {
-	case fs.NArg() != 1:
-		return fmt.Errorf("%w: notify: want one notifier NAME after the flags", errUsage)
-	case (*pod == "") == (len(sel) == 0):
-		return fmt.Errorf("%w: notify: give exactly one of --pod and --selector", errUsage)
-	case *format != "table" && *format != "json":
-		return fmt.Errorf("%w: notify: -o %q, want table or json", errUsage, *format)
-	}
-	resp, err := crishimv1.NewCrishimClient(conn).Notify(ctx, &crishimv1.NotifyRequest{
-		Notifier: fs.Arg(0), PodSandboxId: *pod, LabelSelector: sel,
-	})
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	if *format == "json" {
-		b, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp)
-		if err != nil {
-			return fmt.Errorf("notify: encode: %w", err)
+	cmd.Flags().StringVar(&pod, "pod", "", "pod sandbox ID (or unique prefix)")
+	cmd.Flags().Var(sel, "selector", "label selector key=value (repeat or comma-separate; all must match)")
+	o := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if (pod == "") == (len(sel) == 0) {
+			return usageError{fmt.Errorf("notify: give exactly one of --pod and --selector")}
 		}
-		if _, err := fmt.Fprintln(out, string(b)); err != nil {
-			return err
-		}
-	} else if err := notifyTable(out, resp); err != nil {
-		return err
-	}
-	for _, p := range resp.GetPods() {
-		for _, c := range p.GetContainers() {
-			if !c.GetSucceeded() {
-				return errNotifyFailed
+		return g.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+			resp, err := crishimv1.NewCrishimClient(conn).Notify(ctx, &crishimv1.NotifyRequest{
+				Notifier: args[0], PodSandboxId: pod, LabelSelector: sel,
+			})
+			if err != nil {
+				return g.explain("notify", err)
 			}
-		}
+			if err := printProto(cmd.OutOrStdout(), *o, resp, func(w io.Writer) error { return notifyTable(w, resp) }); err != nil {
+				return err
+			}
+			for _, p := range resp.GetPods() {
+				for _, c := range p.GetContainers() {
+					if !c.GetSucceeded() {
+						return errNotifyFailed
+					}
+				}
+			}
+			return nil
+		})
 	}
-	return nil
+	return cmd
 }
 
 func notifyTable(out io.Writer, resp *crishimv1.NotifyResponse) error {

@@ -5,21 +5,37 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
-// signalCommand sends a signal to a container through crishim: a config
+// newSignalCommand sends a signal to a container through crishim: a config
 // reload (SIGHUP) for an image that has no kill binary.
-func signalCommand(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Writer) error {
-	if len(args) != 2 {
-		return fmt.Errorf("%w: signal: want CONTAINER SIGNAL", errUsage)
+func newSignalCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "signal CONTAINER SIGNAL",
+		Short: "Send SIGNAL to CONTAINER's main process, once",
+		Long: `Send SIGNAL (SIGHUP, HUP or 1) to the main process of CONTAINER (an ID or a unique
+prefix), once, through the containerd API or a pidfd: no kill binary needed in the
+image (docs/signals.md).`,
+		Example: `  crishimctl signal 3f2a SIGHUP
+  crishimctl signal 3f2a HUP -o json`,
+		Args: exactArgs(2, "CONTAINER SIGNAL"),
 	}
-	resp, err := crishimv1.NewCrishimClient(conn).Signal(ctx, &crishimv1.SignalRequest{ContainerId: args[0], Signal: args[1]})
-	if err != nil {
-		return fmt.Errorf("signal: %w", err)
+	o := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return g.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+			resp, err := crishimv1.NewCrishimClient(conn).Signal(ctx, &crishimv1.SignalRequest{ContainerId: args[0], Signal: args[1]})
+			if err != nil {
+				return g.explain("signal", err)
+			}
+			return printProto(cmd.OutOrStdout(), *o, resp, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "sent %s (%d) to container %s via %s\n", resp.GetSignal(), resp.GetNumber(), resp.GetContainerId(), resp.GetVia())
+				return err
+			})
+		})
 	}
-	_, err = fmt.Fprintf(out, "sent %s (%d) to container %s via %s\n", resp.GetSignal(), resp.GetNumber(), resp.GetContainerId(), resp.GetVia())
-	return err
+	return cmd
 }

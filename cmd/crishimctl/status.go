@@ -2,39 +2,38 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
-func status(ctx context.Context, conn *grpc.ClientConn, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	format := fs.String("o", "text", "output format: text or json")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: status: %v", errUsage, err)
+func newStatusCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show crishim's version, the runtime behind it and the modes in force",
+		Example: `  crishimctl status
+  crishimctl status -o json | jq -r .runtimeVersion`,
+		Args: noArgs,
 	}
-	if *format != "text" && *format != "json" {
-		return fmt.Errorf("%w: status: -o %q, want text or json", errUsage, *format)
+	o := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return g.call(cmd, func(ctx context.Context, conn *grpc.ClientConn) error {
+			resp, err := crishimv1.NewCrishimClient(conn).Status(ctx, &crishimv1.StatusRequest{})
+			if err != nil {
+				return g.explain("status", err)
+			}
+			return printProto(cmd.OutOrStdout(), *o, resp, func(w io.Writer) error { return statusTable(w, resp) })
+		})
 	}
-	resp, err := crishimv1.NewCrishimClient(conn).Status(ctx, &crishimv1.StatusRequest{})
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	if *format == "json" {
-		b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(resp)
-		if err != nil {
-			return fmt.Errorf("status: encode: %w", err)
-		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
-	}
+	return cmd
+}
+
+func statusTable(out io.Writer, resp *crishimv1.StatusResponse) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "crishim version:\t%s\n", resp.GetVersion())
 	fmt.Fprintf(tw, "runtime endpoint:\t%s\n", resp.GetRuntimeEndpoint())

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/crishim/crishim/allowlist"
+	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/metrics"
+)
+
+// reloadable are the settings a reload puts in force; a change of any other
+// is logged as needing a restart. They are those read per call or per
+// event, not those that built a listener, a connection or a goroutine.
+var reloadable = map[string]bool{
+	"log-level":                  true,
+	"debug-image-allowlist":      true,
+	"debug-image-allowlist-file": true,
+	"audit-exec-sync":            true,
+	"audit-required":             true,
+	"audit-log-maxsize":          true,
+}
+
+// reloadPoll is how often the config file and the allowlist file are
+// looked at. Edits are rare; reading a small file every few seconds costs
+// nothing and needs no inotify watch, which a ConfigMap's symlink swaps
+// would defeat.
+const reloadPoll = 2 * time.Second
+
+// reloader puts changed settings in force: on SIGHUP, and when the config
+// file or the debug image allowlist file changes. A settings set that
+// fails to load is logged and counted, and the one in force stays.
+type reloader struct {
+	src   source
+	level *slog.LevelVar
+	hup   <-chan os.Signal
+	poll  time.Duration // 0: reloadPoll
+
+	running    map[string]string // the settings in force, by key
+	data       []byte            // the config file as last read
+	unreadable bool              // reading it failed at the last poll
+	policy     *allowlist.Policy
+	audit      *audit.Log
+	metrics    *metrics.Config
+	log        *slog.Logger
+}
+
+// start watches until ctx ends, beginning from the settings of ld (in
+// force now) and acting on the parts that can change live.
+func (r *reloader) start(ctx context.Context, ld loaded, policy *allowlist.Policy, auditLog *audit.Log, m *metrics.Config, log *slog.Logger) {
+	r.running, r.data = ld.values(), ld.data
+	r.policy, r.audit, r.metrics = policy, auditLog, m
+	r.log = log.With("feature", "config")
+	poll := r.poll
+	if poll == 0 {
+		poll = reloadPoll
+	}
+	go r.watch(ctx, poll)
+}
+
+func (r *reloader) watch(ctx context.Context, poll time.Duration) {
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.hup:
+			r.reload("SIGHUP")
+		case <-tick.C:
+			r.check()
+		}
+	}
+}
+
+// check reloads when the config file changed, or re-reads the allowlist
+// file when it did.
+func (r *reloader) check() {
+	if r.src.file != "" {
+		data, err := os.ReadFile(r.src.file)
+		switch {
+		case err != nil && r.unreadable: // reported already
+		case err != nil:
+			r.unreadable = true
+			r.reload("config file unreadable")
+			return
+		case r.unreadable || !bytes.Equal(data, r.data):
+			// A bad file is reported once, not at every poll.
+			r.unreadable, r.data = false, data
+			r.reload("config file changed")
+			return
+		}
+	}
+	changed, err := r.policy.Refresh()
+	switch {
+	case err != nil:
+		r.metrics.Reload(false)
+		r.log.Warn("debug image allowlist not reloaded; the previous list stays in force", "err", err)
+	case changed:
+		r.metrics.Reload(true)
+		r.logAllowlist()
+	}
+}
+
+// reload loads the settings anew and puts the reloadable ones in force.
+func (r *reloader) reload(why string) {
+	ld, err := r.src.load()
+	if err != nil {
+		r.metrics.Reload(false)
+		r.log.Error("configuration not reloaded; the settings in force stay", "trigger", why, "err", err)
+		return
+	}
+	r.data = ld.data
+	next := ld.values()
+	var changed, restart []string
+	for _, k := range slices.Sorted(maps.Keys(next)) {
+		if next[k] == r.running[k] {
+			continue
+		}
+		if reloadable[k] {
+			changed = append(changed, k)
+			r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
+			r.running[k] = next[k]
+			continue
+		}
+		restart = append(restart, k)
+		r.log.Warn("setting changed; it needs a restart to take effect", "key", k, "running", r.running[k], "configured", next[k])
+	}
+	r.level.Set(ld.cfg.logLevel)
+	r.policy.Replace(ld.cfg.debugImages.policy)
+	r.audit.Reconfigure(ld.cfg.audit.Config)
+	r.metrics.Reload(true)
+	r.log.Info("configuration reloaded", "trigger", why, "file", r.src.file, "changed", changed, "needs_restart", restart)
+	r.logAllowlist()
+}
+
+func (r *reloader) logAllowlist() {
+	if !r.policy.Enforced() {
+		return
+	}
+	n := r.policy.Len()
+	r.log.Info("debug image allowlist in force", "file", r.policy.File(), "patterns", n)
+	if n == 0 {
+		r.log.Warn("debug image allowlist is empty: every debug container is refused", "file", r.policy.File())
+	}
+}
