@@ -59,14 +59,41 @@ if [ "$GOARCH" != "$HOSTARCH" ]; then
 	done
 fi
 
-# The default configuration (a conffile). TODO(cli): `crishim config default`.
-cat >"$STAGE/config.toml" <<'TOML'
-# crishim configuration. The settings are crishim's flags; see
-# /usr/share/doc/crishim/flags.md.
-TOML
+# The default configuration (a conffile): every key commented out at its default.
+"$GEN/crishim" config default >"$STAGE/config.toml"
 
-# The unit as shipped in packaging/systemd, with the package's binary path.
-sed 's|/usr/local/bin/crishim|/usr/bin/crishim|g' packaging/systemd/crishim.service >"$STAGE/crishim.service"
+# Shell completions, where bash-completion, zsh and fish look for those of packages.
+for cmd in crishim crishimctl; do
+	"$GEN/$cmd" completion bash >"$STAGE/completions/$cmd.bash"
+	"$GEN/$cmd" completion zsh >"$STAGE/completions/_$cmd"
+	"$GEN/$cmd" completion fish >"$STAGE/completions/$cmd.fish"
+done
+
+# The unit as shipped in packaging/systemd, starting the package's binary with no flags:
+# flags would override the conffile's keys, so every setting lives in the conffile.
+awk '
+	skip { skip = /\\$/; next }
+	/^ExecStart=/ {
+		print "# Settings: /etc/crishim/config.toml (a flag here would override its key)."
+		print "ExecStart=/usr/bin/crishim"
+		print "ExecReload=/bin/kill -HUP $MAINPID"
+		skip = /\\$/; next
+	}
+	{ print }
+' packaging/systemd/crishim.service >"$STAGE/crishim.service"
+grep -q '^ExecStart=/usr/bin/crishim$' "$STAGE/crishim.service"
+
+# The kubelet's drop-ins, shipped for the operator to copy, not enabled: whatever of them
+# packaging/ holds (packaging/kubelet/<dir>/<file> keeps its <dir>).
+mkdir -p "$STAGE/kubelet"
+if [ -d packaging/kubelet ]; then
+	cp -R packaging/kubelet/. "$STAGE/kubelet/"
+fi
+for f in packaging/systemd/kubelet*.conf; do
+	if [ -f "$f" ]; then
+		cp "$f" "$STAGE/kubelet/"
+	fi
+done
 
 # A native package's changelog (lintian wants one); its entry is this build.
 cat >"$STAGE/changelog" <<CHANGELOG

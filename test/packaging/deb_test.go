@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -146,22 +147,36 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	}
 	for _, p := range []string{
 		"usr/bin/crishim", "usr/bin/crishimctl", "lib/systemd/system/crishim.service",
-		"etc/crishim/config.toml", "usr/share/crishim/systemd/kubelet-crishim.conf",
+		"etc/crishim/config.toml",
 		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
 		"usr/share/doc/crishim/copyright", "usr/share/doc/crishim/changelog.gz",
 		"usr/share/doc/crishim/install.md", "usr/share/doc/crishim/README.md",
+		"usr/share/bash-completion/completions/crishimctl", "usr/share/zsh/vendor-completions/_crishimctl",
+		"usr/share/fish/vendor_completions.d/crishimctl.fish", "usr/share/bash-completion/completions/crishim",
 	} {
 		if !isPresent(filepath.Join(r, p)) {
 			t.Errorf("after install: /%s missing", p)
 		}
 	}
+	// Settings come from the conffile: a flag on ExecStart would override its key.
 	unit, err := os.ReadFile(filepath.Join(r, "lib/systemd/system/crishim.service"))
-	if err != nil || !bytes.Contains(unit, []byte("ExecStart=/usr/bin/crishim")) {
-		t.Errorf("crishim.service does not start /usr/bin/crishim (%v):\n%s", err, unit)
+	if err != nil || !regexp.MustCompile(`(?m)^ExecStart=/usr/bin/crishim$`).Match(unit) {
+		t.Errorf("crishim.service does not start /usr/bin/crishim without flags (%v):\n%s", err, unit)
 	}
-	if isPresent(filepath.Join(r, "etc/systemd/system/kubelet.service.d")) {
-		t.Error("the package enabled a kubelet drop-in; it must only ship it")
+	if dropIns, err := os.ReadDir(filepath.Join(r, "usr/share/crishim/kubelet")); err != nil || len(dropIns) == 0 {
+		t.Errorf("no kubelet drop-in shipped in /usr/share/crishim/kubelet (%v)", err)
 	}
+	for _, p := range []string{"etc/systemd/system/kubelet.service.d", "etc/kubernetes"} {
+		if isPresent(filepath.Join(r, p)) {
+			t.Errorf("the package installed /%s: it must ship the kubelet's drop-ins, not enable them", p)
+		}
+	}
+	// The conffile is the binary's default configuration, valid input for --config.
+	crishim := filepath.Join(r, "usr/bin/crishim")
+	if b, err := os.ReadFile(config); err != nil || string(b)+"\n" != run(ctx, t, "", crishim, "config", "default")+"\n" {
+		t.Errorf("%s is not `crishim config default` (%v):\n%s", config, err, b)
+	}
+	run(ctx, t, "", crishim, "--config", config, "config", "dump")
 	conffiles := run(ctx, t, "", "dpkg-query", "--admindir="+filepath.Join(r, "var/lib/dpkg"), "-W", "-f=${Conffiles}", "crishim")
 	if !strings.Contains(conffiles, "/etc/crishim/config.toml ") {
 		t.Errorf("conffiles %q lack /etc/crishim/config.toml", conffiles)
@@ -169,8 +184,8 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	if got := run(ctx, t, "", filepath.Join(r, "usr/bin/crishim"), "--version"); got != "crishim "+version {
 		t.Errorf("crishim --version: %q, want %q", got, "crishim "+version)
 	}
-	if got := run(ctx, t, "", filepath.Join(r, "usr/bin/crishimctl"), "version"); !strings.Contains(got, version) {
-		t.Errorf("crishimctl version: %q, want %s in it", got, version)
+	if got := run(ctx, t, "", filepath.Join(r, "usr/bin/crishimctl"), "version", "--client"); !strings.Contains(got, version) {
+		t.Errorf("crishimctl version --client: %q, want %s in it", got, version)
 	}
 	if systemdHelper {
 		if !isPresent(filepath.Join(r, enableLink)) {
