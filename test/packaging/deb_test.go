@@ -173,7 +173,7 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	}
 	// The conffile is the binary's default configuration, valid input for --config.
 	crishim := filepath.Join(r, "usr/bin/crishim")
-	if b, err := os.ReadFile(config); err != nil || string(b)+"\n" != run(ctx, t, "", crishim, "config", "default")+"\n" {
+	if b, err := os.ReadFile(config); err != nil || strings.TrimRight(string(b), "\n") != run(ctx, t, "", crishim, "config", "default") {
 		t.Errorf("%s is not `crishim config default` (%v):\n%s", config, err, b)
 	}
 	run(ctx, t, "", crishim, "--config", config, "config", "dump")
