@@ -46,8 +46,8 @@ func TestDeb(t *testing.T) {
 	}
 	tmp := t.TempDir()
 
-	deb := makeDeb(ctx, t, root, filepath.Join(tmp, "first"), nil)
 	version := run(ctx, t, root, "packaging/deb/version.sh")
+	deb := makeDeb(ctx, t, root, filepath.Join(tmp, "first"), nil)
 	arch := run(ctx, t, "", "dpkg", "--print-architecture")
 	if got, want := filepath.Base(deb), "crishim_"+version+"_"+arch+".deb"; got != want {
 		t.Errorf("make deb wrote %s, want %s (version from git)", got, want)
