@@ -9,6 +9,10 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION ?= v0.8.2
 CONTROLLER_GEN_VERSION ?= v0.23.0
+NFPM_VERSION ?= v2.45.2
+# Where `make deb` writes dist/crishim_<version>_<arch>.deb. DEB_VERSION (default from
+# `git describe`, see packaging/deb/version.sh) and GOARCH may be set.
+DIST ?= $(CURDIR)/dist
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
 E2E_TIMEOUT ?= 25m
@@ -16,13 +20,18 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build test unit e2e fuzz demo demo-clean node node-clean kube-bins bench lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins bench lint generate generate-crd fmt clean
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/crishim ./cmd/crishim
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/crishimctl ./cmd/crishimctl
+
+# The Debian package: reproducible binaries and everything packaging/deb/nfpm.yaml lists.
+deb:
+	@test -x $(TOOLS)/nfpm || GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' DEB_VERSION='$(DEB_VERSION)' COMMIT='$(COMMIT)' packaging/deb/build.sh
 
 # All tests: unit tests, then end-to-end tests against a private containerd, then the
 # same through a real kubelet and kubectl (test/kube). The Kubernetes binaries are built
@@ -101,4 +110,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

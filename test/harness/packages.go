@@ -60,6 +60,12 @@ func EnsurePrometheus(ctx context.Context) error {
 	return ensure(ctx, []requirement{{name: "prometheus", pkg: "prometheus"}, {name: "promtool", pkg: "prometheus"}}, nil)
 }
 
+// EnsureLintian makes sure lintian is installed, the same way EnsurePackages does for
+// containerd.
+func EnsureLintian(ctx context.Context) error {
+	return ensure(ctx, []requirement{{name: "lintian", pkg: "lintian"}}, nil)
+}
+
 // ensure installs what reqs lack: base (if anything is missing) plus the packages of the
 // missing requirements.
 func ensure(ctx context.Context, reqs []requirement, base []string) error {
