@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -130,11 +129,20 @@ func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
 	})
 	t.Run("far over the size limit", func(t *testing.T) {
 		c := dialRaw(t, p.sock)
-		fields := slices.Clone(request)
-		for i := range maxHeaderListSize>>20 + 1 {
-			fields = append(fields, [2]string{fmt.Sprintf("x-big-%d", i), strings.Repeat("v", 1<<20)})
+		c.buf.Reset()
+		for _, kv := range request {
+			_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 		}
-		go c.writeBlock(t, 1, fields, 1<<14)
+		// Literals without Huffman coding, in fields of 8 KiB (a few big
+		// ones would cost the decoder a copy per fragment, which takes
+		// long under the race detector), over the whole list limit.
+		value := strings.Repeat("v", 8<<10)
+		for range maxHeaderListSize/len(value) + 1 {
+			c.buf.WriteByte(0) // literal without indexing, new name
+			c.buf.Write(hpackString("x-big"))
+			c.buf.Write(hpackString(value))
+		}
+		go c.writeRaw(1, c.buf.Bytes(), 1<<14)
 		c.expectGoAway(t, http2.ErrCodeProtocol)
 	})
 }
@@ -146,7 +154,27 @@ func (c *rawClient) writeBlock(t *testing.T, id uint32, fields [][2]string, spli
 	for _, kv := range fields {
 		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
 	}
-	block := c.buf.Bytes()
+	c.writeRaw(id, c.buf.Bytes(), split)
+}
+
+// hpackString is s as an HPACK string literal without Huffman coding
+// (RFC 7541 §5.1, §5.2).
+func hpackString(s string) []byte {
+	var p []byte
+	if n := len(s); n < 127 {
+		p = append(p, byte(n))
+	} else {
+		p = append(p, 127)
+		for n -= 127; n >= 128; n >>= 7 {
+			p = append(p, byte(n&127|128))
+		}
+		p = append(p, byte(n))
+	}
+	return append(p, s...)
+}
+
+// writeRaw sends an encoded header block that ends the stream.
+func (c *rawClient) writeRaw(id uint32, block []byte, split int) {
 	n := min(split, len(block))
 	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:n], EndHeaders: n == len(block), EndStream: true}); err != nil {
 		return // the relay hung up, as it may
