@@ -48,6 +48,7 @@ type h2conn struct {
 	w  io.Writer // the socket, under bw
 	br *bufio.Reader
 	fr *http2.Framer
+	hr *headerReader
 	// tap polices a client's header blocks (nil upstream).
 	tap *continuationTap
 	// grow: the connection made a call; its buffers become ioBufSize at
@@ -61,7 +62,10 @@ type h2conn struct {
 	pending *bytes.Buffer
 	enc     *hpack.Encoder
 	hbuf    bytes.Buffer
-	werr    error
+	// hdr is the frame header being written: a local array would escape
+	// to the heap through bufio's Write, one allocation per frame.
+	hdr  [9]byte
+	werr error
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
@@ -107,11 +111,10 @@ func (c *h2conn) initFramer() {
 	// framer would take up to 16 MiB and keep a buffer that size for the
 	// connection's lifetime.
 	c.fr.SetMaxReadFrameSize(h2DefaultMaxFrame)
-	// Header blocks are decoded into fields; the payload of other frames
-	// is only valid until the next read, which suits a relay that copies
-	// each payload onward at once.
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = maxHeaderListSize
+	// Header blocks are decoded into fields by hr (see readFrame); the
+	// payload of other frames is only valid until the next read, which
+	// suits a relay that copies each payload onward at once.
+	c.hr = newHeaderReader()
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
 }
@@ -213,6 +216,12 @@ func (c *h2conn) growBuffers() {
 	c.wmu.Unlock()
 }
 
+// readFrame reads the next frame, HEADERS as one *http2.MetaHeadersFrame
+// with its CONTINUATIONs; the frame is valid until the next read.
+func (c *h2conn) readFrame() (http2.Frame, error) {
+	return c.hr.readFrame(c.fr)
+}
+
 // maxHeaderListSize is grpc-go's default; metadata beyond it is refused by
 // the peers anyway.
 const maxHeaderListSize = 16 << 20
@@ -254,7 +263,7 @@ func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uin
 	if typ == http2.FrameData || typ == http2.FrameHeaders {
 		c.answered = true
 	}
-	var h [9]byte
+	h := &c.hdr
 	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
 	h[3], h[4] = byte(typ), byte(flags)
 	binary.BigEndian.PutUint32(h[5:], id&h2MaxStreamID)

@@ -262,10 +262,13 @@ func (f *flow) endWith(trailers []hpack.HeaderField) {
 	if f.dstEnded {
 		return
 	}
-	f.trailers = trailers
-	if f.queue.len() == 0 {
-		f.pump()
+	if f.queue.len() > 0 {
+		// They wait: the frame they came in is reused by the next read.
+		f.trailers = slices.Clone(trailers)
+		return
 	}
+	f.trailers = trailers
+	f.pump()
 }
 
 // drop discards what is queued, returning its bytes to src's connection

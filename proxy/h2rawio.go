@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawIO reads and writes a socket the relay owns with raw system calls,
+// rawReader and rawWriter read and write a socket the relay owns with raw system calls,
 // still parking on Go's poller when the socket is not ready.
 //
 // Why: every read and write through net.Conn enters the scheduler's
@@ -22,9 +22,27 @@ import (
 // relayed call, and a fifth of crishim's CPU. The sockets are non-blocking
 // (Go sets them so), so a raw read or write never blocks a thread, which is
 // the one thing the syscall path exists to handle.
-type rawIO struct {
-	nc net.Conn
+//
+// The reader and the writer keep the state of the system call in flight
+// and the function RawConn runs, made once: a closure per call would be
+// two allocations per read and per write.
+type rawReader struct {
 	rc syscall.RawConn
+	do func(fd uintptr) bool
+	p  []byte
+	n  int
+	e  syscall.Errno
+}
+
+type rawWriter struct {
+	nc      net.Conn
+	rc      syscall.RawConn
+	do      func(fd uintptr) bool
+	p       []byte
+	written int
+	wait    bool
+	full    bool
+	e       syscall.Errno
 }
 
 // writeTimeout bounds how long a write may wait for a peer that takes no
@@ -44,8 +62,11 @@ func newRawIO(nc net.Conn) (io.Reader, io.Writer) {
 	if err != nil {
 		return nc, deadlineWriter{nc}
 	}
-	r := rawIO{nc: nc, rc: rc}
-	return r, r
+	r := &rawReader{rc: rc}
+	r.do = r.read
+	w := &rawWriter{nc: nc, rc: rc}
+	w.do = w.write
+	return r, w
 }
 
 // deadlineWriter puts writeTimeout on every write to a connection that
@@ -57,22 +78,14 @@ func (w deadlineWriter) Write(p []byte) (int, error) {
 	return w.nc.Write(p)
 }
 
-func (r rawIO) Read(p []byte) (int, error) {
+func (r *rawReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			m, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			if e == unix.EINTR {
-				continue
-			}
-			n, errno = int(m), e
-			return e != unix.EAGAIN
-		}
-	})
+	r.p = p
+	err := r.rc.Read(r.do)
+	n, errno := r.n, r.e
+	r.p, r.n, r.e = nil, 0, 0
 	switch {
 	case err != nil:
 		return 0, err
@@ -84,40 +97,39 @@ func (r rawIO) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+func (r *rawReader) read(fd uintptr) bool {
+	for {
+		m, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&r.p[0])), uintptr(len(r.p)))
+		if e == unix.EINTR {
+			continue
+		}
+		r.n, r.e = int(m), e
+		return e != unix.EAGAIN
+	}
+}
+
 // Write writes all of p. The deadline is set only once the socket is
 // full, so a write that does not wait costs no timer.
-func (r rawIO) Write(p []byte) (int, error) {
-	written, full, err := r.write(p, false)
+func (w *rawWriter) Write(p []byte) (int, error) {
+	written, full, err := w.writeAll(p, false)
 	if err != nil || !full {
 		return written, err
 	}
-	_ = r.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	n, _, err := r.write(p[written:], true)
-	_ = r.nc.SetWriteDeadline(time.Time{})
+	_ = w.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	n, _, err := w.writeAll(p[written:], true)
+	_ = w.nc.SetWriteDeadline(time.Time{})
 	return written + n, err
 }
 
-// write writes p until done, an error, or (unless wait) a full socket.
-func (r rawIO) write(p []byte, wait bool) (written int, full bool, err error) {
-	var errno syscall.Errno
-	err = r.rc.Write(func(fd uintptr) bool {
-		for written < len(p) {
-			rest := p[written:]
-			m, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
-			switch e {
-			case 0:
-				written += int(m)
-			case unix.EINTR:
-			case unix.EAGAIN:
-				full = true
-				return !wait // wait until the socket takes more
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
+// writeAll writes p until done, an error, or (unless wait) a full socket.
+func (w *rawWriter) writeAll(p []byte, wait bool) (written int, full bool, err error) {
+	if len(p) == 0 {
+		return 0, false, nil
+	}
+	w.p, w.wait = p, wait
+	err = w.rc.Write(w.do)
+	written, full, errno := w.written, w.full, w.e
+	w.p, w.written, w.full, w.e = nil, 0, false, 0
 	if err != nil {
 		return written, full, fmt.Errorf("write: %w", err)
 	}
@@ -125,4 +137,23 @@ func (r rawIO) write(p []byte, wait bool) (written int, full bool, err error) {
 		return written, full, fmt.Errorf("write: %w", errno)
 	}
 	return written, full, nil
+}
+
+func (w *rawWriter) write(fd uintptr) bool {
+	for w.written < len(w.p) {
+		rest := w.p[w.written:]
+		m, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			w.written += int(m)
+		case unix.EINTR:
+		case unix.EAGAIN:
+			w.full = true
+			return !w.wait // wait until the socket takes more
+		default:
+			w.e = e
+			return true
+		}
+	}
+	return true
 }

@@ -36,7 +36,7 @@ func TestRawIOMovesEveryByteInOrderThroughBackpressure(t *testing.T) {
 	a, b := unixPair(t)
 	_, w := newRawIO(a)
 	r, _ := newRawIO(b)
-	if _, ok := w.(rawIO); !ok {
+	if _, ok := w.(*rawWriter); !ok {
 		t.Fatalf("a unix socket got %T, want the raw path", w)
 	}
 	// Far more than the socket buffers: writes must wait for the reader.

@@ -140,7 +140,7 @@ func (s *session) run() {
 	if _, err := io.ReadFull(c.br, preface[:]); err != nil || string(preface[:]) != http2.ClientPreface {
 		return
 	}
-	f, err := c.fr.ReadFrame()
+	f, err := c.readFrame()
 	if err != nil {
 		return
 	}
@@ -164,7 +164,10 @@ func (s *session) run() {
 				s.flushAll(c)
 				c.growBuffers()
 			}
-			f, err = c.fr.ReadFrame()
+			f, err = c.readFrame()
+			if err == nil {
+				break
+			}
 			var se http2.StreamError
 			if !errors.As(err, &se) {
 				break

@@ -19,7 +19,7 @@ func (s *session) readUpstream(up *upstream) {
 			s.flushAll(c)
 		}
 		var f http2.Frame
-		if f, err = c.fr.ReadFrame(); err != nil {
+		if f, err = c.readFrame(); err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				s.mu.Lock()

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// The relay decodes every header block of a connection into the same
+// fields: trailers that wait behind DATA for the client's window must not
+// become the next call's headers.
+func TestTrailersWaitingForTheWindowSurviveLaterCalls(t *testing.T) {
+	sock := fakeSock(t)
+	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(ss)
+		var in Frame
+		if err := ss.RecvMsg(&in); err != nil {
+			return err
+		}
+		size := 10
+		if method == "/runtime.v1.RuntimeService/Big" {
+			size = 512 << 10 // far more than the client's 64 KiB window, within crishim's
+		}
+		ss.SetTrailer(metadata.Pairs("x-which", method, "x-"+method[len(method)-3:], "1"))
+		return ss.SendMsg(NewFrame(make([]byte, size)))
+	})
+	p := startProxy(t, RelayH2, sock)
+	// Fixed windows (no bandwidth probing): the big answer must wait.
+	conn, err := grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()), grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+
+	call := func(method string) grpc.ClientStream {
+		cs, err := conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/"+method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(NewFrame([]byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	finish := func(cs grpc.ClientStream, method string) {
+		t.Helper()
+		var f Frame
+		if err := cs.RecvMsg(&f); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if err := cs.RecvMsg(&f); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: end of stream: %v", method, err)
+		}
+		want := metadata.Pairs("x-which", "/runtime.v1.RuntimeService/"+method, "x-"+method[len(method)-3:], "1")
+		got := cs.Trailer()
+		for k, v := range want {
+			if len(got[k]) != 1 || got[k][0] != v[0] {
+				t.Errorf("%s: trailer %s = %q, want %q (all: %v)", method, k, got[k], v, got)
+			}
+		}
+	}
+	big := call("Big")
+	// The big answer and its trailers are in crishim now, most of it
+	// waiting; these calls' header blocks are read meanwhile.
+	for range 3 {
+		finish(call("Small"), "Small")
+	}
+	finish(big, "Big")
+}
+
+// The relay checks header blocks as the framer's ReadMetaHeaders did: a bad
+// field or pseudo-header resets its stream and the connection goes on, a
+// block far over the size limit ends the connection, and a block split
+// anywhere over CONTINUATIONs is the same block.
+func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	request := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"},
+		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}}
+	with := func(extra ...[2]string) [][2]string { return append(slices.Clone(request), extra...) }
+	bad := map[string][][2]string{
+		"upper-case name":           with([2]string{"X-Upper", "v"}),
+		"name not a token":          with([2]string{"x y", "v"}),
+		"NUL in a value":            with([2]string{"x-v", "a\x00b"}),
+		"pseudo-header after":       with([2]string{":method", "GET"})[1:],
+		"unknown pseudo-header":     append([][2]string{{":foo", "x"}}, request...),
+		"repeated pseudo-header":    append([][2]string{{":path", "/x"}}, request...),
+		"request and response both": append([][2]string{{":status", "200"}}, request...),
+	}
+	for name, fields := range bad {
+		t.Run(name, func(t *testing.T) {
+			c := dialRaw(t, p.sock)
+			c.writeBlock(t, 1, fields, 1<<14)
+			rst := c.next(t, func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
+			if rst.StreamID != 1 || rst.ErrCode != http2.ErrCodeProtocol {
+				t.Errorf("got RST_STREAM %d %v, want 1 PROTOCOL_ERROR", rst.StreamID, rst.ErrCode)
+			}
+			// The connection serves on, its HPACK state intact.
+			c.writeBlock(t, 3, request, 1<<14)
+			c.expectAnswer(t, 3)
+		})
+	}
+	t.Run("split anywhere", func(t *testing.T) {
+		c := dialRaw(t, p.sock)
+		long := with([2]string{"x-long", strings.Repeat("v", 3000)})
+		for i, split := range []int{1000, 1001, 1500, 2999, 1 << 14} {
+			id := uint32(1 + 2*i)
+			c.writeBlock(t, id, long, split)
+			c.expectAnswer(t, id)
+		}
+	})
+	t.Run("far over the size limit", func(t *testing.T) {
+		c := dialRaw(t, p.sock)
+		c.buf.Reset()
+		for _, kv := range request {
+			_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+		}
+		// Literals without Huffman coding, in fields of 8 KiB (a few big
+		// ones would cost the decoder a copy per fragment, which takes
+		// long under the race detector), over the whole list limit.
+		value := strings.Repeat("v", 8<<10)
+		for range maxHeaderListSize/len(value) + 1 {
+			c.buf.WriteByte(0) // literal without indexing, new name
+			c.buf.Write(hpackString("x-big"))
+			c.buf.Write(hpackString(value))
+		}
+		go c.writeRaw(1, c.buf.Bytes(), 1<<14)
+		c.expectGoAway(t, http2.ErrCodeProtocol)
+	})
+}
+
+// writeBlock sends fields as a request that ends the stream (no message),
+// in frames of at most split bytes of header block each.
+func (c *rawClient) writeBlock(t *testing.T, id uint32, fields [][2]string, split int) {
+	c.buf.Reset()
+	for _, kv := range fields {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	c.writeRaw(id, c.buf.Bytes(), split)
+}
+
+// hpackString is s as an HPACK string literal without Huffman coding
+// (RFC 7541 §5.1, §5.2).
+func hpackString(s string) []byte {
+	var p []byte
+	if n := len(s); n < 127 {
+		p = append(p, byte(n))
+	} else {
+		p = append(p, 127)
+		for n -= 127; n >= 128; n >>= 7 {
+			p = append(p, byte(n&127|128))
+		}
+		p = append(p, byte(n))
+	}
+	return append(p, s...)
+}
+
+// writeRaw sends an encoded header block that ends the stream.
+func (c *rawClient) writeRaw(id uint32, block []byte, split int) {
+	n := min(split, len(block))
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:n], EndHeaders: n == len(block), EndStream: true}); err != nil {
+		return // the relay hung up, as it may
+	}
+	for block = block[n:]; len(block) > 0; block = block[n:] {
+		n = min(split, len(block))
+		if c.fr.WriteContinuation(id, n == len(block), block[:n]) != nil {
+			return
+		}
+	}
+}
+
+// expectAnswer waits for the response headers of stream id.
+func (c *rawClient) expectAnswer(t *testing.T, id uint32) {
+	t.Helper()
+	f := c.next(t, func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			return f.StreamID == id
+		case *http2.RSTStreamFrame:
+			return f.StreamID == id
+		}
+		return false
+	})
+	if mh, ok := f.(*http2.MetaHeadersFrame); !ok || mh.PseudoValue("status") != "200" {
+		t.Fatalf("stream %d: got %v, want response headers", id, f)
+	}
+}
