@@ -156,3 +156,64 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// TestInstallDocsShowPackagedFiles: docs/install.md shows crishim's kubelet files exactly as
+// packaging/ holds them (and so as the bed installs them), each in a code block of its own.
+func TestInstallDocsShowPackagedFiles(t *testing.T) {
+	pkg, err := packagingDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(pkg, "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := codeBlocks(string(doc))
+	for _, f := range crishimKubeletFiles {
+		b, err := os.ReadFile(filepath.Join(pkg, f.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(blocks, string(b)) {
+			t.Errorf("docs/install.md has no code block equal to packaging/%s", f.src)
+		}
+		if !strings.Contains(string(doc), "packaging/"+f.src+" "+f.dst) {
+			t.Errorf("docs/install.md does not install packaging/%s as %s", f.src, f.dst)
+		}
+	}
+	// kubeadm's drop-in as the docs quote it is the bed's copy, comments and section left out.
+	b, err := kubeadmFiles.ReadFile("kubeadm/10-kubeadm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var directives strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "[") {
+			directives.WriteString(line)
+		}
+	}
+	if !slices.Contains(blocks, directives.String()) {
+		t.Errorf("docs/install.md does not quote the directives of test/node/kubeadm/10-kubeadm.conf:\n%s", directives.String())
+	}
+}
+
+// codeBlocks returns the contents of a Markdown document's fenced code blocks.
+func codeBlocks(doc string) []string {
+	var blocks []string
+	var cur *strings.Builder
+	for _, line := range strings.SplitAfter(doc, "\n") {
+		if strings.HasPrefix(line, "```") {
+			if cur == nil {
+				cur = &strings.Builder{}
+			} else {
+				blocks = append(blocks, cur.String())
+				cur = nil
+			}
+			continue
+		}
+		if cur != nil {
+			cur.WriteString(line)
+		}
+	}
+	return blocks
+}

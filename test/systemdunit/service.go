@@ -120,7 +120,7 @@ func (s *Service) apply(a assignment) error {
 		s.After = append(s.After, strings.Fields(a.value)...)
 	case "Service.Type":
 		if !slices.Contains([]string{"simple", "exec", "notify"}, a.value) {
-			return fmt.Errorf("Type=%s is not implemented", a.value)
+			return fmt.Errorf("service type %q is not implemented", a.value)
 		}
 	case "Service.Environment":
 		if a.value == "" {
