@@ -44,7 +44,7 @@ var crishimKubeletFiles = []struct{ src, dst string }{
 
 // nodePrefixes are the parts of the file system a kubeadm node's files name that the bed
 // keeps under the node's root directory; see layout.hostPath.
-var nodePrefixes = []string{"/etc/", "/usr/lib/systemd/", "/var/lib/kubelet", "/run/crishim/"}
+var nodePrefixes = []string{"/etc/", "/usr/lib/systemd/", "/var/lib/kubelet/", "/run/crishim/"}
 
 // hostPath is the one place that maps the absolute paths of the unit files, kubeadm's files
 // and crishim's packaging to the bed: those under nodePrefixes live under the node's root
@@ -57,7 +57,7 @@ func (l layout) hostPath(bins Binaries) func(string) string {
 			return bins.Path("kubelet")
 		}
 		for _, prefix := range nodePrefixes {
-			if strings.HasPrefix(p, prefix) || p+"/" == prefix {
+			if strings.HasPrefix(p+"/", prefix) {
 				return filepath.Join(root, p)
 			}
 		}
@@ -99,8 +99,9 @@ func kubeadmFlags(s state) string {
 // kubeletDefaults is the operator's /etc/default/kubelet. It sets KUBELET_EXTRA_ARGS, as
 // every kubeadm node does (the kubelet deb ships it empty), which is what made the old
 // Environment=KUBELET_EXTRA_ARGS drop-in of crishim lose; the flags are the bed's own: the
-// kubelet's directory under the node's root, and its log level.
-const kubeletDefaults = "KUBELET_EXTRA_ARGS=\"--root-dir=" + kubeletRootDir + " --v=2\"\n"
+// kubelet's directories (their defaults, named so that hostPath maps them under the node's
+// root), and its log level.
+const kubeletDefaults = "KUBELET_EXTRA_ARGS=\"--root-dir=" + kubeletRootDir + " --cert-dir=" + kubeletRootDir + "/pki --v=2\"\n"
 
 // writeKubeadmNode writes what the kubelet and kubeadm packages and kubeadm init leave on a
 // node: the units, kubeadm-flags.env, /etc/default/kubelet and the kubelet's config.yaml,

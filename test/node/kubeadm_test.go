@@ -47,6 +47,7 @@ func TestKubeletStartOnKubeadmNode(t *testing.T) {
 		"--hostname-override=crishim-node-9",
 		"--node-ip=10.0.0.9",
 		"--root-dir=" + hostPath("/var/lib/kubelet"),
+		"--cert-dir=" + hostPath("/var/lib/kubelet/pki"),
 		"--v=2",
 	}
 	if !slices.Equal(st.ExecStart.Argv, want) {
