@@ -43,8 +43,9 @@ var crishimKubeletFiles = []struct{ src, dst string }{
 }
 
 // nodePrefixes are the parts of the file system a kubeadm node's files name that the bed
-// keeps under the node's root directory; see layout.hostPath.
-var nodePrefixes = []string{"/etc/", "/usr/lib/systemd/", "/var/lib/kubelet/", "/run/crishim/"}
+// keeps under the node's root directory (every unit directory too, so that no unit of the
+// machine's own joins in); see layout.hostPath.
+var nodePrefixes = []string{"/etc/", "/run/systemd/", "/usr/local/lib/systemd/", "/usr/lib/systemd/", "/lib/systemd/", "/var/lib/kubelet/", "/run/crishim/"}
 
 // hostPath is the one place that maps the absolute paths of the unit files, kubeadm's files
 // and crishim's packaging to the bed: those under nodePrefixes live under the node's root

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/crishim/crishim/test/systemdunit"
 )
 
 // testNode is the state the unit tests render kubeadm's files for.
@@ -217,4 +219,21 @@ func codeBlocks(doc string) []string {
 		}
 	}
 	return blocks
+}
+
+// TestHostPathKeepsUnitsInTheNode: every directory systemd reads units from maps under the
+// node's root, so the machine's own units never join the bed's kubelet.
+func TestHostPathKeepsUnitsInTheNode(t *testing.T) {
+	l := layout{"/node"}
+	hostPath := l.hostPath(Binaries{Dir: "/bins"})
+	for _, d := range systemdunit.UnitDirs {
+		if got := hostPath(d + "/kubelet.service.d"); !strings.HasPrefix(got, "/node/root/") {
+			t.Errorf("%s maps to %s, outside the node", d, got)
+		}
+	}
+	for in, want := range map[string]string{"/usr/bin/kubelet": "/bins/kubelet", "/bin/sh": "/bin/sh", "/var/lib/kubelet": "/node/root/var/lib/kubelet", "/var/lib/kubeletx": "/var/lib/kubeletx"} {
+		if got := hostPath(in); got != want {
+			t.Errorf("hostPath(%s) = %s, want %s", in, got, want)
+		}
+	}
 }
