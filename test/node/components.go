@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,21 +80,10 @@ func schedulerArgs(l layout) []string {
 	}
 }
 
-// kubeletArgs keeps on the command line only what KubeletConfiguration cannot hold; the rest
-// is in the config file, the way docs/install.md tells operators to point a kubelet at crishim.
-func kubeletArgs(l layout, s state) []string {
-	return []string{
-		"--config", l.path("kubelet.yaml"),
-		"--kubeconfig", l.path("kubelet.kubeconfig"),
-		"--root-dir", l.path("kubelet"),
-		"--hostname-override", s.Name,
-		"--node-ip", s.NodeIP,
-		"--v", "2",
-	}
-}
-
-// kubeletConfig renders the KubeletConfiguration. The non-default values and why:
-//   - containerRuntimeEndpoint: crishim (or containerd itself for the direct comparison).
+// kubeletConfig renders the KubeletConfiguration kubeadm writes to /var/lib/kubelet/config.yaml.
+// The non-default values and why:
+//   - containerRuntimeEndpoint: containerd's, kubeadm's criSocket; crishim's drop-in in
+//     /etc/kubernetes/kubelet.conf.d overrides it.
 //   - cgroupDriver cgroupfs under the node's own cgroupRoot: no systemd here, and two nodes
 //     (make node and a test run) must not share /kubepods.
 //   - failCgroupV1 false: test machines may still be on cgroup v1.
@@ -136,14 +124,6 @@ evictionHard:
 featureGates:
   ContainerStopSignals: true
 `, endpoint, s.CgroupRoot, s.NodeIP, s.KubeletPort, s.KubeletHealthzPort, p.CA(), l.path("pod-logs"), l.path("resolv.conf"))
-}
-
-// writeKubeletConfig writes kubelet.yaml with the given runtime endpoint.
-func writeKubeletConfig(l layout, s state, p pki, endpoint string) error {
-	if err := os.WriteFile(l.path("kubelet.yaml"), []byte(kubeletConfig(l, s, p, endpoint)), 0o644); err != nil {
-		return fmt.Errorf("write kubelet config: %w", err)
-	}
-	return nil
 }
 
 // layout names the files of a node under its directory.

@@ -127,7 +127,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 func (n *Node) start(ctx context.Context) error {
 	l := n.l
-	for _, d := range []string{l.dir, l.path("logs"), l.path("kubelet"), l.path("pod-logs")} {
+	for _, d := range []string{l.dir, l.path("logs"), l.path("pod-logs")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
@@ -142,7 +142,7 @@ func (n *Node) start(ctx context.Context) error {
 		NodeIP:             nodeIP(n.opts.Index),
 		Iface:              nodeIface(n.opts.Index),
 		CgroupRoot:         "/crishim-node-" + strconv.Itoa(n.opts.Index),
-		CrishimSock:        l.path("crishim.sock"),
+		CrishimSock:        l.hostPath(n.bins)(crishimSocket),
 		CrishimMetrics:     "127.0.0.1:" + strconv.Itoa(ports[0]),
 		CrishimArgs:        n.opts.CrishimArgs,
 		EtcdAddr:           "127.0.0.1:" + strconv.Itoa(ports[1]),
@@ -187,7 +187,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := os.WriteFile(l.path("resolv.conf"), []byte("# no DNS on the test node\n"), 0o644); err != nil {
 		return err
 	}
-	if err := writeKubeletConfig(l, n.s, n.pki, "unix://"+n.s.CrishimSock); err != nil {
+	if err := n.writeKubeadmNode(); err != nil {
+		return err
+	}
+	if err := n.installCrishimKubeletFiles(); err != nil {
 		return err
 	}
 
@@ -215,7 +218,7 @@ func (n *Node) start(ctx context.Context) error {
 	if _, err := startDaemon(l, n.bins.Path("kube-scheduler"), schedulerArgs(l)); err != nil {
 		return err
 	}
-	kubelet, err := startDaemon(l, n.bins.Path("kubelet"), kubeletArgs(l, n.s))
+	kubelet, err := n.startKubelet(ctx)
 	if err != nil {
 		return err
 	}
@@ -290,7 +293,14 @@ func (n *Node) writePKI() error {
 		if err != nil {
 			return err
 		}
-		if err := p.kubeconfig(n.l.path(c.file+".kubeconfig"), server, kp); err != nil {
+		path := n.l.path(c.file + ".kubeconfig")
+		if c.file == "kubelet" {
+			path = n.l.hostPath(n.bins)(kubeletKubeconfig)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := p.kubeconfig(path, server, kp); err != nil {
 			return err
 		}
 	}
@@ -314,7 +324,7 @@ func (n *Node) startCrishim() error {
 		// From the state, not n.cd: a reused node (another process started it) has none.
 		"--containerd-address", strings.TrimPrefix(n.s.ContainerdEndpoint, "unix://"),
 		"--metrics-address", n.s.CrishimMetrics,
-		"--kubeconfig", n.l.path("kubelet.kubeconfig"),
+		"--kubeconfig", n.l.hostPath(n.bins)(kubeletKubeconfig),
 		"--node-name", n.s.Name,
 	}, n.s.CrishimArgs...)
 	_, err := crishimproc.Start(crishimproc.Options{

@@ -13,14 +13,15 @@ import (
 	"github.com/crishim/crishim/test/harness"
 )
 
-// startDaemon starts bin in its own session with output appended to the node's log for
-// name. It outlives this process (`make node` leaves the node running); whoever tears the
-// node down finds it by the node directory in its flags. While this process lives it reaps
+// startDaemon starts bin in its own session with env added to this process's environment
+// and output appended to the node's log for name. It outlives this process (`make node`
+// leaves the node running); whoever tears the node down finds it by the node directory in
+// its flags. While this process lives it reaps
 // the daemon, so a stopped one leaves no zombie; the returned channel closes when it exits.
 // (Right after it starts, its /proc cmdline may still be empty: the kernel closes the exec
 // pipe Start waits on before it sets up the new argv. So its starter watches this channel
 // rather than looking for it by its flags.)
-func startDaemon(l layout, bin string, args []string) (exited <-chan struct{}, err error) {
+func startDaemon(l layout, bin string, args []string, env ...string) (exited <-chan struct{}, err error) {
 	name := filepath.Base(bin)
 	if err := os.MkdirAll(l.path("logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
@@ -33,7 +34,7 @@ func startDaemon(l layout, bin string, args []string) (exited <-chan struct{}, e
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = l.dir
-	cmd.Env = append(os.Environ(), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	cmd.Env = append(append(os.Environ(), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -43,29 +43,49 @@ func (n *Node) RestartContainerd(ctx context.Context) error {
 // ContainerdEndpoint is the private containerd's own CRI endpoint.
 func (n *Node) ContainerdEndpoint() string { return n.s.ContainerdEndpoint }
 
-// PointKubelet restarts the kubelet with containerRuntimeEndpoint set to endpoint (crishim's
-// socket, or containerd's for a comparison) and waits until the node is Ready again.
+// PointKubelet points the kubelet at endpoint the way docs/install.md does, restarts it and
+// waits until the node is Ready again: crishim's endpoint installs crishim's kubelet files,
+// containerd's removes them (kubeadm's config.yaml names containerd).
 func (n *Node) PointKubelet(ctx context.Context, endpoint string) error {
+	var err error
+	switch endpoint {
+	case n.CrishimEndpoint():
+		err = n.installCrishimKubeletFiles()
+	case n.ContainerdEndpoint():
+		err = n.removeCrishimKubeletFiles()
+	default:
+		err = fmt.Errorf("the kubelet goes to crishim (%s) or containerd (%s), not %s", n.CrishimEndpoint(), n.ContainerdEndpoint(), endpoint)
+	}
+	if err != nil {
+		return err
+	}
+	if err := n.RestartKubelet(ctx); err != nil {
+		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+// RestartKubelet is `systemctl restart kubelet`: it stops the kubelet, starts it as its unit
+// files say now, and waits until the node is Ready again.
+func (n *Node) RestartKubelet(ctx context.Context) error {
 	if err := stopDaemons(n.l, "kubelet", 10*time.Second); err != nil {
 		return err
 	}
-	if err := writeKubeletConfig(n.l, n.s, n.pki, endpoint); err != nil {
-		return err
-	}
-	kubelet, err := startDaemon(n.l, n.bins.Path("kubelet"), kubeletArgs(n.l, n.s))
+	kubelet, err := n.startKubelet(ctx)
 	if err != nil {
 		return err
 	}
 	// The Node object stays Ready for a while after its kubelet stopped, so wait for the new
 	// kubelet's own health first.
 	if err := n.waitKubeletHealthy(ctx, kubelet); err != nil {
-		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
+		return err
 	}
-	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
-		return fmt.Errorf("kubelet on %s: %w", endpoint, err)
-	}
-	return nil
+	return n.WaitReady(ctx, 2*time.Minute)
 }
+
+// KubeletHostPath is where the bed keeps the file a kubeadm node has at path (such as
+// /var/lib/kubelet/kubeadm-flags.env), for tests that change the node as an operator would.
+func (n *Node) KubeletHostPath(path string) string { return n.l.hostPath(n.bins)(path) }
 
 func (n *Node) waitKubeletHealthy(ctx context.Context, exited <-chan struct{}) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(n.s.KubeletHealthzPort) + "/healthz"

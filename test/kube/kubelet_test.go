@@ -1,0 +1,103 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// statusCalls counts the kubelet's runtime health checks (every few seconds) that crishim
+// served; nothing else on the node calls Status.
+const statusCalls = `crishim_grpc_requests_total{code="OK",method="/runtime.v1.RuntimeService/Status"}`
+
+// TestKubeletAsInstalled: the node's kubelet, started from kubeadm's unit files with
+// crishim's kubelet files installed as docs/install.md says (test/node), talks to crishim:
+// its effective configuration names crishim's socket, crishim serves its calls, and the node
+// is Ready. With an old kubeadm's --container-runtime-endpoint in kubeadm-flags.env, crishim's
+// check refuses to start the kubelet, naming the flag, and the fix the docs give brings it
+// back.
+func TestKubeletAsInstalled(t *testing.T) {
+	kubeletTalksToCrishim(t)
+
+	t.Run("endpoint flag refused", func(t *testing.T) {
+		flags := testNode.KubeletHostPath("/var/lib/kubelet/kubeadm-flags.env")
+		orig, err := os.ReadFile(flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := false
+		t.Cleanup(func() { // whatever failed, leave the kubelet running for the other tests
+			if !fixed {
+				if err := os.WriteFile(flags, orig, 0o644); err != nil {
+					t.Error(err)
+				}
+				restartKubelet(t)
+			}
+		})
+		old := strings.Replace(string(orig), `KUBELET_KUBEADM_ARGS="`, `KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock `, 1)
+		if err := os.WriteFile(flags, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		err = testNode.RestartKubelet(ctx)
+		if want := "the kubelet flag --container-runtime-endpoint=unix:///var/run/containerd/containerd.sock overrides"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kubelet started with the old kubeadm flag: %v; want the refusal %q", err, want)
+		}
+		// The docs' fix: sed -i 's| *--container-runtime-endpoint=[^ "]*||' kubeadm-flags.env.
+		if err := os.WriteFile(flags, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		restartKubelet(t)
+		fixed = true
+		kubeletTalksToCrishim(t)
+	})
+}
+
+// kubeletTalksToCrishim checks the kubelet's effective containerRuntimeEndpoint and
+// imageServiceEndpoint, then that crishim serves its calls, then that the node is Ready.
+func kubeletTalksToCrishim(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// What docs/install.md has the operator check: kubectl get --raw .../proxy/configz.
+	raw, err := testNode.Clientset.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", testNode.Name, "proxy", "configz").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("kubelet configz: %v", err)
+	}
+	var configz struct {
+		KubeletConfig struct {
+			ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+			ImageServiceEndpoint     string `json:"imageServiceEndpoint"`
+		} `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &configz); err != nil {
+		t.Fatalf("kubelet configz: %v: %s", err, raw)
+	}
+	if c := configz.KubeletConfig; c.ContainerRuntimeEndpoint != testNode.CrishimEndpoint() || c.ImageServiceEndpoint != testNode.CrishimEndpoint() {
+		t.Errorf("kubelet's endpoints: runtime %s, image %s; want crishim's %s", c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, testNode.CrishimEndpoint())
+	}
+	calls := metricGrowth(t, statusCalls)
+	eventually(t, time.Minute, func() error {
+		if calls() < 2 {
+			return fmt.Errorf("crishim served %v of the kubelet's Status calls so far", calls())
+		}
+		return nil
+	})
+	if err := testNode.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restartKubelet(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := testNode.RestartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
