@@ -69,31 +69,16 @@ for cmd in crishim crishimctl; do
 	"$GEN/$cmd" completion fish >"$STAGE/completions/$cmd.fish"
 done
 
-# The unit as shipped in packaging/systemd, starting the package's binary with no flags:
-# flags would override the conffile's keys, so every setting lives in the conffile.
-awk '
-	skip { skip = /\\$/; next }
-	/^ExecStart=/ {
-		print "# Settings: /etc/crishim/config.toml (a flag here would override its key)."
-		print "ExecStart=/usr/bin/crishim"
-		print "ExecReload=/bin/kill -HUP $MAINPID"
-		skip = /\\$/; next
-	}
-	{ print }
-' packaging/systemd/crishim.service >"$STAGE/crishim.service"
+# The unit as shipped in packaging/systemd (no flags: every setting is in the conffile), with
+# the package's binary path.
+sed 's#^ExecStart=/usr/local/bin/crishim$#ExecStart=/usr/bin/crishim#' \
+	packaging/systemd/crishim.service >"$STAGE/crishim.service"
 grep -q '^ExecStart=/usr/bin/crishim$' "$STAGE/crishim.service"
 
-# The kubelet's drop-ins, shipped for the operator to copy, not enabled: whatever of them
-# packaging/ holds (packaging/kubelet/<dir>/<file> keeps its <dir>).
+# The kubelet's drop-ins, shipped for the operator to copy, not enabled
+# (packaging/kubelet/<dir>/<file> keeps its <dir>).
 mkdir -p "$STAGE/kubelet"
-if [ -d packaging/kubelet ]; then
-	cp -R packaging/kubelet/. "$STAGE/kubelet/"
-fi
-for f in packaging/systemd/kubelet*.conf; do
-	if [ -f "$f" ]; then
-		cp "$f" "$STAGE/kubelet/"
-	fi
-done
+cp -R packaging/kubelet/. "$STAGE/kubelet/"
 
 # A native package's changelog (lintian wants one); its entry is this build.
 cat >"$STAGE/changelog" <<CHANGELOG

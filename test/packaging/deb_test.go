@@ -163,6 +163,10 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	if err != nil || !regexp.MustCompile(`(?m)^ExecStart=/usr/bin/crishim$`).Match(unit) {
 		t.Errorf("crishim.service does not start /usr/bin/crishim without flags (%v):\n%s", err, unit)
 	}
+	// systemd runs every ExecReload= line: two would send two SIGHUPs per reload.
+	if n := len(regexp.MustCompile(`(?m)^ExecReload=`).FindAll(unit, -1)); n != 1 {
+		t.Errorf("crishim.service has %d ExecReload= lines, want 1:\n%s", n, unit)
+	}
 	if dropIns, err := os.ReadDir(filepath.Join(r, "usr/share/crishim/kubelet")); err != nil || len(dropIns) == 0 {
 		t.Errorf("no kubelet drop-in shipped in /usr/share/crishim/kubelet (%v)", err)
 	}
