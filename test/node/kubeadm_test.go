@@ -146,7 +146,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, cmd := range []string{"/usr/bin/kubelet", "/bin/sh", "/usr/local/bin/crishim"} {
+	for _, cmd := range []string{"/usr/bin/kubelet", "/bin/sh", "/bin/kill", "/usr/local/bin/crishim"} {
 		if err := writeFile(filepath.Join(root, cmd), []byte("#!/bin/true\n")); err != nil {
 			t.Fatal(err)
 		}
