@@ -87,6 +87,7 @@ func (m *Metrics) label(method string) string {
 // methodSeries caches one method label's children: looking them up by
 // label values on every call costs more than relaying a small call.
 type methodSeries struct {
+	m        *Metrics
 	label    string
 	inFlight prometheus.Gauge
 	duration prometheus.Observer
@@ -99,36 +100,53 @@ func (m *Metrics) series(method string) *methodSeries {
 	if s, ok := m.byLabel.Load(label); ok {
 		return s.(*methodSeries)
 	}
-	s := &methodSeries{label: label, inFlight: m.inFlight.WithLabelValues(label), duration: m.duration.WithLabelValues(label)}
+	s := &methodSeries{m: m, label: label, inFlight: m.inFlight.WithLabelValues(label), duration: m.duration.WithLabelValues(label)}
 	actual, _ := m.byLabel.LoadOrStore(label, s)
 	return actual.(*methodSeries)
 }
 
-func (s *methodSeries) counter(m *Metrics, code codes.Code) prometheus.Counter {
+func (s *methodSeries) counter(code codes.Code) prometheus.Counter {
 	if int(code) >= len(s.byCode) {
-		return m.requests.WithLabelValues(s.label, code.String())
+		return s.m.requests.WithLabelValues(s.label, code.String())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byCode[code] == nil {
-		s.byCode[code] = m.requests.WithLabelValues(s.label, code.String())
+		s.byCode[code] = s.m.requests.WithLabelValues(s.label, code.String())
 	}
 	return s.byCode[code]
 }
 
+// Started counts a call as in flight.
+func (s *methodSeries) Started() { s.inFlight.Inc() }
+
+// Ended counts a call that Started as done.
+func (s *methodSeries) Ended(code codes.Code, took time.Duration) {
+	s.duration.Observe(took.Seconds())
+	s.counter(code).Inc()
+	s.inFlight.Dec()
+}
+
+// MethodObserver is proxy.MethodObserver, spelled out: this package is
+// imported by the proxy's tests, so it cannot import the proxy.
+type MethodObserver = interface {
+	Started()
+	Ended(code codes.Code, took time.Duration)
+}
+
+// Method returns the series of one method, for the h2 relay
+// (proxy.CallObserver), which keeps them per method.
+func (m *Metrics) Method(method string) MethodObserver { return m.series(method) }
+
 // CallStarted counts a call as in flight; the function it returns ends the
-// call with its status code. The interceptors use it, and so does the h2
-// relay for the calls it passes through, which no interceptor sees: one set
-// of series for every call.
+// call with its status code. The interceptors use it; the h2 relay counts
+// the calls it passes through, which no interceptor sees, in the same
+// series through Method.
 func (m *Metrics) CallStarted(method string) func(codes.Code) {
 	s := m.series(method)
-	s.inFlight.Inc()
+	s.Started()
 	start := time.Now()
-	return func(code codes.Code) {
-		s.duration.Observe(time.Since(start).Seconds())
-		s.counter(m, code).Inc()
-		s.inFlight.Dec()
-	}
+	return func(code codes.Code) { s.Ended(code, time.Since(start)) }
 }
 
 // UnaryInterceptor measures intercepted unary calls.

@@ -61,6 +61,7 @@ type h2conn struct {
 	// is being dialed (w is then pending itself); attach sends it.
 	pending *bytes.Buffer
 	enc     *hpack.Encoder
+	encMemo encodeMemo
 	hbuf    bytes.Buffer
 	// hdr is the frame header being written: a local array would escape
 	// to the heap through bufio's Write, one allocation per frame.
@@ -117,6 +118,7 @@ func (c *h2conn) initFramer() {
 	c.hr = newHeaderReader()
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
+	c.encMemo = encodeMemo{gen: 1}
 }
 
 // newDialingH2conn is an upstream connection whose dial is under way:
@@ -294,14 +296,23 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 	maxFrame := c.peerMaxFrame
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.hbuf.Reset()
-	for _, f := range fields {
-		if err := c.enc.WriteField(f); err != nil {
-			c.failLocked(fmt.Errorf("hpack: %w", err))
-			return
+	block := c.encMemo.lookup(fields)
+	if block == nil {
+		c.hbuf.Reset()
+		indexed := true
+		for _, f := range fields {
+			at := c.hbuf.Len()
+			if err := c.enc.WriteField(f); err != nil {
+				c.failLocked(fmt.Errorf("hpack: %w", err))
+				return
+			}
+			// An indexed field's first byte has the high bit set; a
+			// literal or a table size update does not (RFC 7541 §6).
+			indexed = indexed && c.hbuf.Bytes()[at]&0x80 != 0
 		}
+		block = c.hbuf.Bytes()
+		c.encMemo.encoded(fields, block, indexed)
 	}
-	block := c.hbuf.Bytes()
 	flags := http2.Flags(0)
 	if endStream {
 		flags |= http2.FlagHeadersEndStream
@@ -475,6 +486,7 @@ func (c *h2conn) applySettings(f *http2.SettingsFrame) (winDelta int64, err erro
 		case http2.SettingHeaderTableSize:
 			c.wmu.Lock()
 			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.encMemo.tableChanged()
 			c.wmu.Unlock()
 		}
 		return nil

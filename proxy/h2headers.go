@@ -27,6 +27,7 @@ type headerReader struct {
 	dec  *hpack.Decoder
 	mh   http2.MetaHeadersFrame
 	emit func(hpack.HeaderField)
+	memo decodeMemo
 
 	// The block being decoded.
 	headersLeft, trailersLeft uint32
@@ -35,7 +36,7 @@ type headerReader struct {
 }
 
 func newHeaderReader() *headerReader {
-	h := &headerReader{dec: hpack.NewDecoder(4096, nil)}
+	h := &headerReader{dec: hpack.NewDecoder(4096, nil), memo: decodeMemo{gen: 1}}
 	h.emit = h.field
 	h.dec.SetEmitFunc(h.emit)
 	h.dec.SetMaxStringLength(maxHeaderListSize)
@@ -67,6 +68,13 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (http2.Fra
 	h.sawRegular, h.invalid = false, nil
 	h.dec.SetEmitEnabled(true)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
+	if ended {
+		if fields := h.memo.lookup(frag); fields != nil {
+			mh.Fields = append(mh.Fields, fields...)
+			return mh, nil
+		}
+	}
+	first, whole := frag, ended
 	for {
 		// A block far over the size limit is not decoded at all, nor is
 		// anything after an invalid field (whose size is not counted).
@@ -91,6 +99,11 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (http2.Fra
 	}
 	if h.invalid == nil {
 		h.invalid = checkPseudos(mh.PseudoFields())
+	}
+	if whole {
+		h.memo.decoded(first, mh.Fields, h.invalid == nil && !mh.Truncated)
+	} else {
+		h.memo.gen++ // CONTINUATIONs: not looked at, so the table may have changed
 	}
 	if h.invalid != nil {
 		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: h.invalid}

@@ -1,12 +1,25 @@
 package proxy
 
-import "google.golang.org/grpc/codes"
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
 
 // CallObserver hears about every call the h2 relay passes through. Those
 // calls never reach a gRPC handler, so the Stream interceptors do not see
 // them; this is how they are counted anyway (metrics.Metrics is one).
 type CallObserver interface {
-	// CallStarted is called as a call starts; the returned function is
-	// called once, when it ends, with its gRPC status code.
-	CallStarted(method string) (done func(code codes.Code))
+	// Method returns where one method's calls are counted. The relay asks
+	// once for each method it knows, at start, and per call for others.
+	Method(method string) MethodObserver
+}
+
+// MethodObserver counts the calls of one method: Started as a call starts,
+// Ended once per started call, with its gRPC status code and how long it
+// took. An alias of an unnamed type, so that an implementation (package
+// metrics) need not import this package to return one.
+type MethodObserver = interface {
+	Started()
+	Ended(code codes.Code, took time.Duration)
 }

@@ -285,7 +285,17 @@ crishim_grpc_requests_total{code="NotFound",method="/runtime.v1.RuntimeService/C
 crishim_grpc_requests_total{code="OK",method="/runtime.v1.RuntimeService/Version"} 1
 crishim_grpc_requests_total{code="OK",method="other"} 1
 `
-	if err := testutil.GatherAndCompare(m.Registry, bytes.NewBufferString(want), "crishim_grpc_requests_total"); err != nil {
-		t.Error(err)
+	// A call is counted once its answer is written, which may be just
+	// after the client has it.
+	deadline := time.Now().Add(hangBound)
+	for {
+		err := testutil.GatherAndCompare(m.Registry, bytes.NewBufferString(want), "crishim_grpc_requests_total")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

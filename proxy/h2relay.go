@@ -22,6 +22,7 @@ import (
 // socket's permissions).
 type relay struct {
 	router    router
+	paths     paths
 	endpoints [numRoutes]*endpoint
 	maxMsg    int
 	observe   CallObserver
@@ -67,6 +68,11 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	for _, svc := range opts.Services {
 		r.router.services[svc.Desc.ServiceName] = true
 	}
+	known := MethodNames(CRIServices...)
+	for _, svc := range opts.Services {
+		known = append(known, MethodNames(*svc.Desc)...)
+	}
+	r.paths = newPaths(&r.router, r.observe, known)
 	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
 	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
 	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: r.local.DialContext}

@@ -42,9 +42,24 @@ type session struct {
 	ups      [numRoutes]*upstream
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	lastCID  uint32
-	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
-	goAway2  bool // sent GOAWAY(lastCID): refuse newer streams
-	guard    floodGuard
+	// ended are calls that ended and are still to be counted and logged:
+	// that waits until the reader that ended them has written what it
+	// relayed (flushAll), as it is no part of the answer.
+	ended   []endedCall
+	goAway1 bool // sent GOAWAY(max) and a PING: stop soon
+	goAway2 bool // sent GOAWAY(lastCID): refuse newer streams
+	guard   floodGuard
+}
+
+// endedCall is what counting and logging an ended call needs, copied at
+// its end.
+type endedCall struct {
+	observe MethodObserver
+	method  string
+	start   time.Time
+	code    codes.Code
+	msg     string
+	route   route
 }
 
 // upstream is one connection from a session to a runtime endpoint or to
@@ -67,7 +82,7 @@ type stream struct {
 	toUp, toClient flow
 	headersSent    bool // response headers went to the client
 	start          time.Time
-	done           func(codes.Code)
+	observe        MethodObserver
 	notFoundOK     func(string) // NotFoundIsOK
 	code           codes.Code
 	msg            string // grpc-message as on the wire
@@ -213,12 +228,15 @@ func (s *session) teardown() {
 	// Closing every connection first frees an upstream reader stuck
 	// writing under mu.
 	s.kill()
+	var buf [8]endedCall
 	s.mu.Lock()
 	for _, st := range s.streams {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
 	}
+	ended := s.takeEnded(buf[:0])
 	s.mu.Unlock()
+	s.report(ended)
 	s.wg.Wait()
 }
 
@@ -228,8 +246,10 @@ func (s *session) teardown() {
 // on the critical path, its PING and SETTINGS acks are not.
 func (s *session) flushAll(own *h2conn) {
 	var buf [numRoutes + 3]*h2conn
+	var endedBuf [4]endedCall
 	conns := buf[:0]
 	s.mu.Lock()
+	ended := s.takeEnded(endedBuf[:0])
 	if s.client != own {
 		conns = append(conns, s.client)
 	}
@@ -246,6 +266,28 @@ func (s *session) flushAll(own *h2conn) {
 	s.mu.Unlock()
 	for _, c := range append(conns, own) {
 		c.flush()
+	}
+	s.report(ended)
+}
+
+// takeEnded appends the ended calls to buf and forgets them. Callers
+// hold mu.
+func (s *session) takeEnded(buf []endedCall) []endedCall {
+	buf = append(buf, s.ended...)
+	clear(s.ended)
+	s.ended = s.ended[:0]
+	return buf
+}
+
+// report counts and logs ended calls.
+func (s *session) report(ended []endedCall) {
+	for _, st := range ended {
+		if st.observe != nil {
+			st.observe.Ended(st.code, time.Since(st.start))
+		}
+		if st.route != routeLocal {
+			logRelayed(context.Background(), s.r.log, st.method, st.start, st.code, decodeGrpcMessage(st.msg))
+		}
 	}
 }
 
@@ -359,10 +401,11 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	if msg := refusedMethod(path); msg != "" {
-		return s.refuse(id, path, end, msg)
+	pi := s.r.paths.lookup(path)
+	if pi.refused != "" {
+		return s.refuse(id, path, end, pi.refused)
 	}
-	rt := s.r.router.route(path)
+	rt := pi.route
 	up := s.upstream(rt)
 	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
@@ -376,17 +419,12 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	st.toUp.init(st, c, up.c, id, st.uid)
 	st.toClient.init(st, up.c, c, st.uid, id)
-	if fn := s.r.router.rewrites[path]; fn != nil && rt != routeLocal {
-		st.toClient.rewrite = fn
-	}
-	if rt != routeLocal {
-		st.notFoundOK = s.r.router.notFoundOK[path]
-	}
+	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, pi.observe
 	s.streams[id] = st
 	up.streams[st.uid] = st
 	c.grow = c.br.Size() < ioBufSize
-	if rt != routeLocal && s.r.observe != nil {
-		st.done = s.r.observe.CallStarted(path)
+	if st.observe != nil {
+		st.observe.Started()
 	}
 	up.c.writeHeaders(st.uid, mh.Fields, end)
 	if end {
@@ -468,7 +506,9 @@ func (s *session) refuse(id uint32, method string, clientEnded bool, msg string)
 		s.client.writeRST(id, http2.ErrCodeNo)
 	}
 	if s.r.observe != nil {
-		s.r.observe.CallStarted(method)(codes.Unimplemented)
+		o := s.r.observe.Method(method)
+		o.Started()
+		o.Ended(codes.Unimplemented, 0)
 	}
 	logRelayed(context.Background(), s.r.log, method, time.Now(), codes.Unimplemented, msg)
 	return s.guard.idleFrame()
@@ -555,12 +595,7 @@ func (s *session) finish(st *stream) {
 	if up.draining && len(up.streams) == 0 {
 		up.c.flushAndClose()
 	}
-	if st.done != nil {
-		st.done(st.code)
-	}
-	if st.route != routeLocal {
-		logRelayed(context.Background(), s.r.log, st.method, st.start, st.code, decodeGrpcMessage(st.msg))
-	}
+	s.ended = append(s.ended, endedCall{observe: st.observe, method: st.method, start: st.start, code: st.code, msg: st.msg, route: st.route})
 	if s.goAway2 && len(s.streams) == 0 {
 		s.client.flushAndClose()
 	}

@@ -250,13 +250,16 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 			continue
 		}
 		progress("%s: %s", backend, wl.name)
-		before, _ := cpuTime(viaCrishim.pid)
+		crishimBefore, _ := cpuTime(viaCrishim.pid)
+		pipeBefore, _ := cpuTime(viaPipe.pid)
 		lat, err := interleaved(ctx, targets, wl.call, wl.samples)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
 		}
-		after, _ := cpuTime(viaCrishim.pid)
-		rep.addLatency(backend, wl.name, lat, after-before, wl.samples+max(wl.samples/20, 5))
+		crishimAfter, _ := cpuTime(viaCrishim.pid)
+		pipeAfter, _ := cpuTime(viaPipe.pid)
+		cpu := map[string]time.Duration{"crishim": crishimAfter - crishimBefore, "pipe": pipeAfter - pipeBefore}
+		rep.addLatency(backend, wl.name, lat, cpu, wl.samples+max(wl.samples/20, 5))
 	}
 
 	tputCall := version()

@@ -31,9 +31,12 @@ type latencyRow struct {
 	// added nothing measurable (0 or less: noise).
 	OverPipeP50 map[string]*float64 `json:"added_over_pipe_p50"`
 	OverPipeP99 map[string]*float64 `json:"added_over_pipe_p99"`
-	// crishim's CPU time per 1000 calls during the run, in milliseconds
-	// (at the 10 ms resolution of /proc).
+	// crishim's and the pipe's CPU time (user and system) per 1000 calls
+	// during the run, in milliseconds (at the 10 ms resolution of /proc):
+	// what each hop costs the machine, wake-ups included, which the
+	// latency shows only in part.
 	CrishimCPUPer1000 float64 `json:"crishim_cpu_ms_per_1000_calls"`
+	PipeCPUPer1000    float64 `json:"pipe_cpu_ms_per_1000_calls"`
 }
 
 type throughputRow struct {
@@ -90,7 +93,7 @@ type report struct {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
-func (r *report) addLatency(backend, workload string, lat map[string][]time.Duration, crishimCPU time.Duration, crishimCalls int) {
+func (r *report) addLatency(backend, workload string, lat map[string][]time.Duration, cpu map[string]time.Duration, calls int) {
 	row := latencyRow{Backend: backend, Workload: workload, Samples: len(lat["direct"]),
 		P50: map[string]float64{}, P99: map[string]float64{}, AddedP50: map[string]float64{}, AddedP99: map[string]float64{},
 		Ratio: map[string]float64{}, OverPipeP50: map[string]*float64{}, OverPipeP99: map[string]*float64{}}
@@ -107,7 +110,8 @@ func (r *report) addLatency(backend, workload string, lat map[string][]time.Dura
 		row.OverPipeP50[name] = overPipe(row.AddedP50[name], row.AddedP50["pipe"])
 		row.OverPipeP99[name] = overPipe(row.AddedP99[name], row.AddedP99["pipe"])
 	}
-	row.CrishimCPUPer1000 = float64(crishimCPU.Milliseconds()) * 1000 / float64(max(crishimCalls, 1))
+	perK := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(max(calls, 1)) }
+	row.CrishimCPUPer1000, row.PipeCPUPer1000 = perK(cpu["crishim"]), perK(cpu["pipe"])
 	r.Latency = append(r.Latency, row)
 }
 
@@ -169,13 +173,13 @@ func (r *report) print(w io.Writer, format string) error {
 	}
 	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\t")
+	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\tpipe CPU/1000\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%s\t%s\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%s\t%s\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t%.0fms\t\n",
 			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["pipe"], l.P99["pipe"], l.AddedP50["pipe"],
 			l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"], multiple(l.OverPipeP50["crishim"]), multiple(l.OverPipeP99["crishim"]),
 			l.P50["crishim-grpc"], l.P99["crishim-grpc"], l.AddedP50["crishim-grpc"],
-			l.P50["naive"], l.P99["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000)
+			l.P50["naive"], l.P99["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000, l.PipeCPUPer1000)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,0 +1,54 @@
+package proxy
+
+// pathInfo is everything the relay decides from a call's :path: where it
+// goes, whether it is refused, how its answer is rewritten and where it is
+// counted.
+type pathInfo struct {
+	route      route
+	refused    string // non-empty: answered Unimplemented with this message
+	rewrite    Rewrite
+	notFoundOK func(string)
+	observe    MethodObserver // nil: not counted here (crishim's gRPC server counts it)
+}
+
+// paths answers pathInfo for a :path. The methods crishim knows (the CRI
+// and its own services) are worked out once, at start, so that a call
+// costs one map lookup; any other path is worked out per call, and not
+// kept, as clients choose it.
+type paths struct {
+	known   map[string]*pathInfo
+	router  *router
+	observe CallObserver
+}
+
+func newPaths(rt *router, observe CallObserver, known []string) paths {
+	p := paths{known: make(map[string]*pathInfo, len(known)), router: rt, observe: observe}
+	for _, path := range known {
+		p.known[path] = p.work(path)
+	}
+	return p
+}
+
+func (p *paths) lookup(path string) *pathInfo {
+	if pi := p.known[path]; pi != nil {
+		return pi
+	}
+	return p.work(path)
+}
+
+func (p *paths) work(path string) *pathInfo {
+	pi := &pathInfo{refused: refusedMethod(path)}
+	if pi.refused != "" {
+		return pi
+	}
+	pi.route = p.router.route(path)
+	if pi.route == routeLocal {
+		return pi
+	}
+	pi.rewrite = p.router.rewrites[path]
+	pi.notFoundOK = p.router.notFoundOK[path]
+	if p.observe != nil {
+		pi.observe = p.observe.Method(path)
+	}
+	return pi
+}
