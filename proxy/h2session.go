@@ -49,6 +49,12 @@ type session struct {
 	goAway1 bool // sent GOAWAY(max) and a PING: stop soon
 	goAway2 bool // sent GOAWAY(lastCID): refuse newer streams
 	guard   floodGuard
+	// lastPath and lastInfo are the previous call's :path and what it
+	// resolved to. A client calls a few methods over and over, and the
+	// decode memo hands back the very same string, so that comparing
+	// them is one pointer check (the path table's map hashes the path).
+	lastPath string
+	lastInfo *pathInfo
 }
 
 // endedCall is what counting and logging an ended call needs, copied at
@@ -401,7 +407,11 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	pi := s.r.paths.lookup(path)
+	pi := s.lastInfo
+	if pi == nil || path != s.lastPath {
+		pi = s.r.paths.lookup(path)
+		s.lastPath, s.lastInfo = path, pi
+	}
 	if pi.refused != "" {
 		return s.refuse(id, path, end, pi.refused)
 	}
