@@ -37,6 +37,7 @@ type options struct {
 	streamRounds int
 	fake         bool
 	only         *regexp.Regexp // nil: every workload
+	callTimeout  time.Duration
 }
 
 // wants says whether a workload (or "throughput", "leak check") is selected
@@ -51,6 +52,7 @@ func main() {
 	naiveBackend := flag.String("naive-backend", "", "internal: the naive forwarder's backend socket")
 	pipeListen := flag.String("pipe-listen", "", "internal: run as the byte-copying pipe on this socket")
 	pipeBackend := flag.String("pipe-backend", "", "internal: the pipe's backend socket")
+	residenceOf := flag.String("residence", "", "print how long each proxy holds a call's bytes, from a perf trace in this file (see docs/performance.md); the arguments name the processes, NAME=PID")
 	fakeOnly := flag.String("serve-fake", "", "only serve the fake runtime on this socket until interrupted (for profiling crishim by hand)")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
 	flag.StringVar(&o.output, "o", "table", "output: table or json")
@@ -64,6 +66,7 @@ func main() {
 	flag.IntVar(&o.streamMiB, "stream-mib", 256, "MiB per exec and port-forward transfer on the private containerd (0 skips streaming)")
 	flag.IntVar(&o.streamRounds, "stream-rounds", 7, "transfers per target for each streaming workload, direct and crishim alternating")
 	flag.BoolVar(&o.fake, "fake", true, "measure against the fake runtime")
+	flag.DurationVar(&o.callTimeout, "call-timeout", 0, "a deadline on every latency call, as the kubelet puts one (--runtime-request-timeout, 2m): each request then carries a grpc-timeout header of its own (0: none)")
 	only := flag.String("only", "", "run only the workloads whose name matches this regular expression (\"throughput\", \"leak check\" and the streaming names count as workloads)")
 	flag.Parse()
 	if *only != "" {
@@ -77,6 +80,13 @@ func main() {
 	if o.streamMiB < 0 || o.streamRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --stream-mib must be 0 or more and --stream-rounds 1 or more")
 		os.Exit(2)
+	}
+	if *residenceOf != "" {
+		if err := runResidence(os.Stdout, *residenceOf, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: --residence:", err)
+			os.Exit(2)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -252,7 +262,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		progress("%s: %s", backend, wl.name)
 		crishimBefore, _ := cpuTime(viaCrishim.pid)
 		pipeBefore, _ := cpuTime(viaPipe.pid)
-		lat, err := interleaved(ctx, targets, wl.call, wl.samples)
+		lat, err := interleaved(ctx, targets, wl.call, wl.samples, o.callTimeout)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
 		}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Residence: how long a proxy holds a call's bytes, from the read that
+// brings them in to the write that passes them on, taken from a kernel
+// trace of its system calls. It is the proxy's own time on the call's path,
+// without the wake-ups around it (which the latency columns include and
+// the scheduler decides), so that two builds can be compared one
+// microsecond at a time on a noisy machine. docs/performance.md has the
+// perf command that writes the trace.
+
+// perfLine matches `perf script --ns -F comm,pid,tid,cpu,time,event,trace`.
+var perfLine = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$`)
+
+var (
+	sysEnter  = regexp.MustCompile(`^NR (\d+) \(([0-9a-f]+)`)
+	sysExit   = regexp.MustCompile(`^NR (\d+) = (-?\d+)`)
+	switchOut = regexp.MustCompile(`prev_pid=(\d+)`)
+)
+
+// hop is one direction through one proxy: the socket read and the socket
+// written.
+type hop struct {
+	pid           int
+	readFD, wrtFD int
+}
+
+type window struct {
+	start    float64
+	fd       int
+	switched bool // the thread was switched out in between
+}
+
+// residence reads a trace and returns, per hop of the given processes,
+// the residence times of the windows in which the thread kept its CPU.
+func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) {
+	const sysRead, sysWrite = 0, 1 // x86-64
+	lastFD := map[int]int{}        // tid: fd of the system call entered
+	open := map[int]*window{}      // tid: bytes read, not yet written
+	out := map[hop][]time.Duration{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := perfLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[2])
+		tid, _ := strconv.Atoi(m[3])
+		t, _ := strconv.ParseFloat(m[5], 64)
+		event, rest := m[6], m[7]
+		switch event {
+		case "sched:sched_switch":
+			if s := switchOut.FindStringSubmatch(rest); s != nil {
+				prev, _ := strconv.Atoi(s[1])
+				if w := open[prev]; w != nil {
+					w.switched = true
+				}
+			}
+		case "raw_syscalls:sys_enter":
+			s := sysEnter.FindStringSubmatch(rest)
+			if s == nil || !pids[pid] {
+				continue
+			}
+			nr, _ := strconv.Atoi(s[1])
+			fd, _ := strconv.ParseInt(s[2], 16, 64)
+			lastFD[tid] = int(fd)
+			if w := open[tid]; nr == sysWrite && w != nil && w.fd != int(fd) {
+				delete(open, tid)
+				if !w.switched {
+					h := hop{pid: pid, readFD: w.fd, wrtFD: int(fd)}
+					out[h] = append(out[h], time.Duration((t-w.start)*1e9))
+				}
+			}
+		case "raw_syscalls:sys_exit":
+			s := sysExit.FindStringSubmatch(rest)
+			if s == nil || !pids[pid] {
+				continue
+			}
+			nr, _ := strconv.Atoi(s[1])
+			ret, _ := strconv.Atoi(s[2])
+			if fd, ok := lastFD[tid]; ok && nr == sysRead && ret > 0 {
+				open[tid] = &window{start: t, fd: fd}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// printResidence prints the p25 and p50 of each hop seen often enough to
+// matter (a proxy's own pings and acks make rare hops).
+func printResidence(w io.Writer, res map[hop][]time.Duration, names map[int]string) {
+	hops := make([]hop, 0, len(res))
+	for h, ds := range res {
+		if len(ds) >= 100 {
+			hops = append(hops, h)
+		}
+	}
+	slices.SortFunc(hops, func(a, b hop) int {
+		return strings.Compare(fmt.Sprint(names[a.pid], a.readFD, a.wrtFD), fmt.Sprint(names[b.pid], b.readFD, b.wrtFD))
+	})
+	for _, h := range hops {
+		ds := slices.Clone(res[h])
+		slices.Sort(ds)
+		fmt.Fprintf(w, "%s (pid %d) fd %d -> fd %d: %d windows, p25 %.1fµs, p50 %.1fµs\n", names[h.pid], h.pid, h.readFD, h.wrtFD,
+			len(ds), us(ds[len(ds)/4]), us(ds[len(ds)/2]))
+	}
+}
+
+func runResidence(w io.Writer, trace string, procs []string) error {
+	pids, names := map[int]bool{}, map[int]string{}
+	for _, p := range procs {
+		name, v, ok := strings.Cut(p, "=")
+		pid, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return fmt.Errorf("%q: want NAME=PID", p)
+		}
+		pids[pid], names[pid] = true, name
+	}
+	if len(pids) == 0 {
+		return fmt.Errorf("no process named: give NAME=PID arguments")
+	}
+	f, err := os.Open(trace)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res, err := residence(f, pids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", trace, err)
+	}
+	printResidence(w, res, names)
+	return nil
+}
