@@ -67,9 +67,20 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
-	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: cfg.MaxSizeMB, MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
+	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: rotateAtMB(cfg.MaxSizeMB), MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
 	l.w, l.closer, l.rotating = lj, lj, lj
 	return l, nil
+}
+
+// neverMB is a size no audit log reaches (2 PiB): what --audit-log-maxsize 0
+// ("never") becomes for lumberjack, which reads 0 as its default of 100 MB.
+const neverMB = 1<<31 - 1
+
+func rotateAtMB(mb int) int {
+	if mb == 0 {
+		return neverMB
+	}
+	return mb
 }
 
 // Reconfigure applies the settings that can change while the log is open:
@@ -84,7 +95,7 @@ func (l *Log) Reconfigure(cfg Config) {
 	if l.rotating != nil {
 		// lumberjack reads MaxSize in Write, which l.mu serializes.
 		l.mu.Lock()
-		l.rotating.MaxSize = cfg.MaxSizeMB
+		l.rotating.MaxSize = rotateAtMB(cfg.MaxSizeMB)
 		l.mu.Unlock()
 	}
 }

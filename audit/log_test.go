@@ -145,3 +145,28 @@ func TestReconfigure(t *testing.T) {
 		t.Errorf("after Reconfigure back: exec sync %v, required %v", l.ExecSync(), l.required.Load())
 	}
 }
+
+// --audit-log-maxsize 0 means never rotate, also after a reload;
+// lumberjack alone would rotate at 100 MB.
+func TestMaxSizeZeroNeverRotates(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Path: filepath.Join(dir, "audit.log"), MaxSizeMB: 0}, &countErrors{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Reconfigure(Config{MaxSizeMB: 0})
+	chunk := make([]byte, 1<<20)
+	for range 101 {
+		if _, err := l.rotating.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 {
+		t.Errorf("after 101 MiB with --audit-log-maxsize 0: %d files, want the log alone", len(files))
+	}
+}
