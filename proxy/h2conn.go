@@ -51,6 +51,8 @@ type h2conn struct {
 	hr *headerReader
 	// tap polices a client's header blocks (nil upstream).
 	tap *continuationTap
+	// fastData is the DATA frame readFast read last.
+	fastData dataFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
@@ -221,6 +223,16 @@ func (c *h2conn) growBuffers() {
 // readFrame reads the next frame, HEADERS as one *http2.MetaHeadersFrame
 // with its CONTINUATIONs; the frame is valid until the next read.
 func (c *h2conn) readFrame() (http2.Frame, error) {
+	if c.br.Buffered() < 9 {
+		// Wait here rather than in the framer, so that the first frame
+		// of a read can take the fast path too.
+		if _, err := c.br.Peek(9); err != nil && c.br.Buffered() == 0 {
+			return nil, err
+		}
+	}
+	if f, ok, err := c.readFast(); ok {
+		return f, err
+	}
 	return c.hr.readFrame(c.fr)
 }
 

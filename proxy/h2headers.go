@@ -26,6 +26,7 @@ import (
 type headerReader struct {
 	dec  *hpack.Decoder
 	mh   http2.MetaHeadersFrame
+	hf   http2.HeadersFrame // the frame of a block read without the framer
 	emit func(hpack.HeaderField)
 	memo decodeMemo
 
@@ -54,20 +55,29 @@ func (h *headerReader) readFrame(fr *http2.Framer) (http2.Frame, error) {
 	if !ok {
 		return f, nil
 	}
-	return h.read(fr, hf)
+	return h.read(fr, hf, hf.HeaderBlockFragment())
+}
+
+// readWhole decodes a HEADERS frame that is a whole block (END_HEADERS,
+// no padding, no priority), read without the framer.
+func (h *headerReader) readWhole(fh http2.FrameHeader, block []byte) (http2.Frame, error) {
+	h.hf = http2.HeadersFrame{FrameHeader: fh}
+	return h.read(nil, &h.hf, block)
 }
 
 // errPseudoAfterRegular and the rest say what was wrong with a header
 // block, in the framer's words.
 var errPseudoAfterRegular = errors.New("pseudo header field after regular")
 
-func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (http2.Frame, error) {
+// read decodes the block that starts with frag, hf's fragment, reading
+// its CONTINUATIONs from fr.
+func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byte) (http2.Frame, error) {
 	mh := &h.mh
 	*mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: mh.Fields[:0]}
 	h.headersLeft, h.trailersLeft = maxHeaderListSize, maxHeaderListSize
 	h.sawRegular, h.invalid = false, nil
 	h.dec.SetEmitEnabled(true)
-	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
+	ended := hf.HeadersEnded()
 	if ended {
 		if fields := h.memo.lookup(frag); fields != nil {
 			mh.Fields = append(mh.Fields, fields...)

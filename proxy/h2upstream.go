@@ -56,8 +56,11 @@ func (s *session) readUpstream(up *upstream) {
 func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	c := up.c
 	switch f := f.(type) {
-	case *http2.DataFrame:
+	case *dataFrame:
 		return s.onUpstreamData(up, f)
+	case *http2.DataFrame:
+		d := dataOf(f)
+		return s.onUpstreamData(up, &d)
 	case *http2.MetaHeadersFrame:
 		st := up.streams[f.StreamID]
 		if st == nil {
@@ -110,7 +113,7 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	return nil
 }
 
-func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
+func (s *session) onUpstreamData(up *upstream, f *dataFrame) error {
 	c := up.c
 	n := int64(f.Length)
 	if !c.recv.take(n) {
