@@ -55,7 +55,7 @@ type decodeMemo struct {
 }
 
 type decodedBlock struct {
-	gen    uint64 // 0: empty
+	gen    uint64
 	n      int
 	block  [maxMemoBlock]byte
 	fields []hpack.HeaderField
@@ -65,7 +65,7 @@ type decodedBlock struct {
 func (m *decodeMemo) lookup(block []byte) []hpack.HeaderField {
 	for i := range m.entries {
 		e := &m.entries[i]
-		if e.gen == m.gen && e.gen != 0 && bytes.Equal(e.block[:e.n], block) {
+		if e.gen == m.gen && bytes.Equal(e.block[:e.n], block) {
 			return e.fields
 		}
 	}
@@ -79,7 +79,7 @@ func (m *decodeMemo) decoded(block []byte, fields []hpack.HeaderField, valid boo
 		m.gen++
 		return
 	}
-	if !valid || m.gen == 0 {
+	if !valid {
 		return
 	}
 	e := &m.entries[m.next]
@@ -89,7 +89,8 @@ func (m *decodeMemo) decoded(block []byte, fields []hpack.HeaderField, valid boo
 }
 
 // encodeMemo maps field lists to the indexed-only blocks they encoded to,
-// at the encoder's current table.
+// at the encoder's current table. An entry never filled matches only an
+// empty block or list, and answers it with nothing, which is a miss.
 type encodeMemo struct {
 	gen     uint64
 	next    int
@@ -106,7 +107,7 @@ type encodedBlock struct {
 func (m *encodeMemo) lookup(fields []hpack.HeaderField) []byte {
 	for i := range m.entries {
 		e := &m.entries[i]
-		if e.gen == m.gen && e.gen != 0 && sameFields(e.fields, fields) {
+		if e.gen == m.gen && sameFields(e.fields, fields) {
 			return e.block
 		}
 	}
@@ -118,9 +119,6 @@ func (m *encodeMemo) lookup(fields []hpack.HeaderField) []byte {
 func (m *encodeMemo) encoded(fields []hpack.HeaderField, block []byte, indexedOnly bool) {
 	if !indexedOnly {
 		m.gen++
-		return
-	}
-	if m.gen == 0 {
 		return
 	}
 	e := &m.entries[m.next]

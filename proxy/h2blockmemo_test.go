@@ -20,7 +20,7 @@ func TestIndexedOnly(t *testing.T) {
 		{[]byte{0x88}, true},                   // :status 200
 		{nil, false},                           // nothing to remember
 		{[]byte{0x80}, false},                  // index 0: a decoding error
-		{[]byte{0xff, 0x01}, false},            // an index of 127 or more takes two bytes
+		{[]byte{0x83, 0xff, 0x81}, false},      // an index of 127 or more takes more bytes (here cut short)
 		{[]byte{0x83, 0x40, 0x01, 'a'}, false}, // a literal with incremental indexing
 		{[]byte{0x3f, 0xe1, 0x1f}, false},      // a table size update
 		{[]byte{0x0f, 0x2b, 0x01, 'x'}, false}, // a literal without indexing

@@ -80,7 +80,8 @@ func (g *floodGuard) ping(answered bool) error {
 	return nil
 }
 
-// continuationTap watches the frame headers a client's framer reads. The
+// continuationTap watches the frame headers read from a client, by its
+// framer or by the fast path (h2fastframe.go), which feeds it too. The
 // framer takes a whole header block, CONTINUATIONs and all, within one
 // ReadFrame, so that is the only place to count them. Only the client's
 // reader touches it.
@@ -90,7 +91,7 @@ type continuationTap struct {
 	err    error
 }
 
-// saw takes in bytes the framer read, in order.
+// saw takes in bytes read from the client, in order.
 func (t *continuationTap) saw(p []byte) {
 	for {
 		h, rest, ok := t.frames.header(p, 9)

@@ -120,7 +120,6 @@ func (c *h2conn) initFramer() {
 	c.hr = newHeaderReader()
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
-	c.encMemo = encodeMemo{gen: 1}
 }
 
 // newDialingH2conn is an upstream connection whose dial is under way:

@@ -153,10 +153,10 @@ func TestFastFramesReadAsTheFramerDoes(t *testing.T) {
 	}
 }
 
-// Frames read fast leave a client's CONTINUATION tap where the framer's
-// reads need it: a flood of small CONTINUATIONs after them is caught as
-// before.
-func TestFastFramesFeedTheContinuationTap(t *testing.T) {
+// A block that continues is left to the framer and the client's
+// CONTINUATION tap, also after frames read fast: a flood of small
+// CONTINUATIONs is caught as before.
+func TestContinuationFloodCaughtAfterFastFrames(t *testing.T) {
 	var out bytes.Buffer
 	fr := http2.NewFramer(&out, nil)
 	var block bytes.Buffer

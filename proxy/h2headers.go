@@ -37,7 +37,7 @@ type headerReader struct {
 }
 
 func newHeaderReader() *headerReader {
-	h := &headerReader{dec: hpack.NewDecoder(4096, nil), memo: decodeMemo{gen: 1}}
+	h := &headerReader{dec: hpack.NewDecoder(4096, nil)}
 	h.emit = h.field
 	h.dec.SetEmitFunc(h.emit)
 	h.dec.SetMaxStringLength(maxHeaderListSize)
