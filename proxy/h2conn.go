@@ -51,8 +51,10 @@ type h2conn struct {
 	hr *headerReader
 	// tap polices a client's header blocks (nil upstream).
 	tap *continuationTap
-	// fastData is the DATA frame readFast read last.
-	fastData dataFrame
+	// The DATA, WINDOW_UPDATE and PING frames readFast read last.
+	fastData   dataFrame
+	fastWindow http2.WindowUpdateFrame
+	fastPing   http2.PingFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -66,11 +67,19 @@ func frameStream(rng *rand.Rand, n int) []byte {
 				_ = fr.WriteContinuation(id, true, b[cut:])
 			}
 		default:
-			switch rng.IntN(3) {
+			switch rng.IntN(6) {
 			case 0:
-				_ = fr.WriteWindowUpdate(id, uint32(rng.IntN(100)+1))
+				// Stream 0 as often as not: the connection's window.
+				_ = fr.WriteWindowUpdate(id*uint32(rng.IntN(2)), uint32(rng.IntN(100)+1))
 			case 1:
-				_ = fr.WritePing(rng.IntN(2) == 0, [8]byte{1})
+				_ = fr.WritePing(rng.IntN(2) == 0, [8]byte{1, byte(rng.IntN(256))})
+			case 2:
+				// A WINDOW_UPDATE of 0, or the reserved bit set; any flags.
+				inc := []uint32{0, 1 << 31, 1<<31 | 5}[rng.IntN(3)]
+				_ = fr.WriteRawFrame(http2.FrameWindowUpdate, http2.Flags(rng.IntN(256)), id*uint32(rng.IntN(2)), binary.BigEndian.AppendUint32(nil, inc))
+			case 3:
+				// A PING on a stream, with any flags, of any length.
+				_ = fr.WriteRawFrame(http2.FramePing, http2.Flags(rng.IntN(256)), id*uint32(rng.IntN(2)), make([]byte, []int{8, 8, 0, 7, 9}[rng.IntN(5)]))
 			default:
 				_ = fr.WriteRawFrame(http2.FrameType(rng.IntN(12)), http2.Flags(rng.IntN(256)), id, data[:min(len(data), 16)])
 			}
@@ -112,6 +121,10 @@ func readAll(t *testing.T, stream []byte, bufSize int, tap bool, read func(c *h2
 			out = append(out, fmt.Sprintf("DATA %+v % x", d.FrameHeader, d.Data()))
 		case *http2.MetaHeadersFrame:
 			out = append(out, fmt.Sprintf("HEADERS %v %v %v", f.FrameHeader, f.Truncated, f.Fields))
+		case *http2.WindowUpdateFrame:
+			out = append(out, fmt.Sprintf("WINDOW_UPDATE %v %d", f.FrameHeader, f.Increment))
+		case *http2.PingFrame:
+			out = append(out, fmt.Sprintf("PING %v %v % x", f.FrameHeader, f.IsAck(), f.Data))
 		default:
 			out = append(out, fmt.Sprintf("%T %+v", f, f.Header()))
 		}
@@ -124,7 +137,8 @@ func readAll(t *testing.T, stream []byte, bufSize int, tap bool, read func(c *h2
 // the fast path).
 func TestFastFramesReadAsTheFramerDoes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 4))
-	fast, slow := 0, 0
+	fast, slow := 0, 0 // DATA frames read each way
+	fastControl := 0   // WINDOW_UPDATE and PING frames read fast
 	for i := range 300 {
 		stream := frameStream(rng, 1+rng.IntN(40))
 		size := []int{idleBufSize, ioBufSize}[i%2]
@@ -132,9 +146,13 @@ func TestFastFramesReadAsTheFramerDoes(t *testing.T) {
 		want := readAll(t, stream, size, tap, func(c *h2conn) (http2.Frame, error) { return c.hr.readFrame(c.fr) })
 		got := readAll(t, stream, size, tap, func(c *h2conn) (http2.Frame, error) {
 			f, err := c.readFrame()
-			if _, ok := f.(*dataFrame); ok {
+			switch f {
+			case &c.fastData:
 				fast++
-			} else if _, ok := f.(*http2.DataFrame); ok {
+			case &c.fastWindow, &c.fastPing:
+				fastControl++
+			}
+			if _, ok := f.(*http2.DataFrame); ok {
 				slow++
 			}
 			return f, err
@@ -150,6 +168,9 @@ func TestFastFramesReadAsTheFramerDoes(t *testing.T) {
 	}
 	if fast < 100 || slow < 10 {
 		t.Fatalf("DATA frames: %d read fast, %d by the framer; the test must exercise both", fast, slow)
+	}
+	if fastControl < 50 {
+		t.Fatalf("%d WINDOW_UPDATE and PING frames read fast; the test must exercise them", fastControl)
 	}
 }
 
