@@ -25,6 +25,7 @@ import (
 
 type options struct {
 	crishim      string
+	baseline     string
 	output       string
 	samples      int
 	clients      int
@@ -55,6 +56,7 @@ func main() {
 	residenceOf := flag.String("residence", "", "print how long each proxy holds a call's bytes, from a perf trace in this file (see docs/performance.md); the arguments name the processes, NAME=PID")
 	fakeOnly := flag.String("serve-fake", "", "only serve the fake runtime on this socket until interrupted (for profiling crishim by hand)")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
+	flag.StringVar(&o.baseline, "baseline", "", "another crishim binary, measured in the same runs, interleaved call by call with the rest, so that two builds compare under the same noise (empty: none)")
 	flag.StringVar(&o.output, "o", "table", "output: table or json")
 	flag.IntVar(&o.samples, "samples", 2000, "interleaved samples per target for the fastest workloads (slower ones take fewer)")
 	flag.IntVar(&o.clients, "clients", 64, "concurrent clients for the throughput runs")
@@ -251,6 +253,23 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		return err
 	}
 	targets := []*target{direct, viaPipe, viaCrishim, viaGRPCRelay, viaNaive}
+	if o.baseline != "" {
+		base, err := crishimproc.Start(crishimproc.Options{
+			Binary:          o.baseline,
+			Socket:          filepath.Join(dir, backend+"-crishim-baseline.sock"),
+			RuntimeEndpoint: "unix://" + sock,
+			LogPath:         filepath.Join(dir, backend+"-crishim-baseline.log"),
+		})
+		if err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+		defer func() { _ = base.Stop() }()
+		viaBaseline, err := dialTarget("baseline", base.Socket, base.Cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, viaBaseline)
+	}
 	for _, t := range targets {
 		defer t.conn.Close()
 	}
@@ -260,15 +279,19 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 			continue
 		}
 		progress("%s: %s", backend, wl.name)
-		crishimBefore, _ := cpuTime(viaCrishim.pid)
-		pipeBefore, _ := cpuTime(viaPipe.pid)
+		before := make(map[string]time.Duration, len(targets))
+		for _, t := range targets {
+			before[t.name], _ = cpuTime(t.pid)
+		}
 		lat, err := interleaved(ctx, targets, wl.call, wl.samples, o.callTimeout)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
 		}
-		crishimAfter, _ := cpuTime(viaCrishim.pid)
-		pipeAfter, _ := cpuTime(viaPipe.pid)
-		cpu := map[string]time.Duration{"crishim": crishimAfter - crishimBefore, "pipe": pipeAfter - pipeBefore}
+		cpu := make(map[string]time.Duration, len(targets))
+		for _, t := range targets {
+			after, _ := cpuTime(t.pid)
+			cpu[t.name] = after - before[t.name]
+		}
 		rep.addLatency(backend, wl.name, lat, cpu, wl.samples+max(wl.samples/20, 5))
 	}
 

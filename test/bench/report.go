@@ -37,6 +37,9 @@ type latencyRow struct {
 	// latency shows only in part.
 	CrishimCPUPer1000 float64 `json:"crishim_cpu_ms_per_1000_calls"`
 	PipeCPUPer1000    float64 `json:"pipe_cpu_ms_per_1000_calls"`
+	// The same for the --baseline build, under the target name
+	// "baseline" in the maps above; 0 without one.
+	BaselineCPUPer1000 float64 `json:"baseline_cpu_ms_per_1000_calls,omitempty"`
 }
 
 type throughputRow struct {
@@ -101,17 +104,22 @@ func (r *report) addLatency(backend, workload string, lat map[string][]time.Dura
 		row.P50[name] = us(percentile(ds, 0.50))
 		row.P99[name] = us(percentile(ds, 0.99))
 	}
-	for _, name := range []string{"pipe", "crishim", "crishim-grpc", "naive"} {
+	proxies := []string{"crishim", "crishim-grpc", "naive"}
+	if _, ok := lat["baseline"]; ok {
+		proxies = append(proxies, "baseline")
+	}
+	for _, name := range append([]string{"pipe"}, proxies...) {
 		row.AddedP50[name] = row.P50[name] - row.P50["direct"]
 		row.AddedP99[name] = row.P99[name] - row.P99["direct"]
 		row.Ratio[name] = row.P50[name] / row.P50["direct"]
 	}
-	for _, name := range []string{"crishim", "crishim-grpc", "naive"} {
+	for _, name := range proxies {
 		row.OverPipeP50[name] = overPipe(row.AddedP50[name], row.AddedP50["pipe"])
 		row.OverPipeP99[name] = overPipe(row.AddedP99[name], row.AddedP99["pipe"])
 	}
 	perK := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(max(calls, 1)) }
 	row.CrishimCPUPer1000, row.PipeCPUPer1000 = perK(cpu["crishim"]), perK(cpu["pipe"])
+	row.BaselineCPUPer1000 = perK(cpu["baseline"])
 	r.Latency = append(r.Latency, row)
 }
 
@@ -185,6 +193,9 @@ func (r *report) print(w io.Writer, format string) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if err := r.printBaseline(w); err != nil {
+		return err
+	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tthroughput\ttarget\tcalls/s\tproxy CPU/1000 calls\t")
 	for _, t := range r.Throughput {
@@ -219,5 +230,31 @@ func (r *report) print(w io.Writer, format string) error {
 	for _, n := range r.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+	return nil
+}
+
+// printBaseline puts crishim beside the --baseline build, workload by
+// workload, if there was one.
+func (r *report) printBaseline(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tworkload\tpipe added\tcrishim added\tadded/pipe\tbaseline added\tadded/pipe\tcrishim - baseline\tcrishim CPU/1000\tbaseline CPU/1000\t")
+	rows := 0
+	for _, l := range r.Latency {
+		if _, ok := l.P50["baseline"]; !ok {
+			continue
+		}
+		rows++
+		fmt.Fprintf(tw, "%s\t%s\t%+.0fµs\t%+.0fµs\t%s\t%+.0fµs\t%s\t%+.1fµs\t%.0fms\t%.0fms\t\n",
+			l.Backend, l.Workload, l.AddedP50["pipe"], l.AddedP50["crishim"], multiple(l.OverPipeP50["crishim"]),
+			l.AddedP50["baseline"], multiple(l.OverPipeP50["baseline"]), l.P50["crishim"]-l.P50["baseline"],
+			l.CrishimCPUPer1000, l.BaselineCPUPer1000)
+	}
+	if rows == 0 {
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 	return nil
 }
