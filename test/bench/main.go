@@ -271,7 +271,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		targets = append(targets, viaBaseline)
 	}
 	for _, t := range targets {
-		defer t.conn.Close()
+		defer t.close()
 	}
 
 	for _, wl := range wls {

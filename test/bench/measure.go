@@ -17,19 +17,37 @@ import (
 // through the naive forwarder.
 type target struct {
 	name string
+	sock string
 	conn *grpc.ClientConn
 	rt   runtimeapi.RuntimeServiceClient
 	pid  int // the proxy's process, 0 for direct
 }
 
 func dialTarget(name, sock string, pid int) (*target, error) {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	t := &target{name: name, sock: sock, pid: pid}
+	if err := t.redial(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// redial gives the target a new connection (gRPC connects at its first
+// call) and closes the one it had.
+func (t *target) redial() error {
+	conn, err := grpc.NewClient("unix://"+t.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", name, err)
+		return fmt.Errorf("dial %s: %w", t.name, err)
 	}
-	return &target{name: name, conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), pid: pid}, nil
+	if t.conn != nil {
+		_ = t.conn.Close()
+	}
+	t.conn, t.rt = conn, runtimeapi.NewRuntimeServiceClient(conn)
+	return nil
 }
+
+// close closes the target's connection of the moment.
+func (t *target) close() { _ = t.conn.Close() }
 
 // call is one unit of a workload, like one kubelet request.
 type call func(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error
@@ -47,33 +65,53 @@ type call func(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error
 // less, than with the shuffle, in alternating runs (docs/performance.md):
 // a shuffle spreads every tail over every target alike.
 //
+// A connection also carries a cost of its own for as long as it lives:
+// two identical crishims, one run, differed by up to 28 µs on Version, and
+// the difference followed the order in which their connections were made,
+// not the process (docs/performance.md). So the rounds are cut into
+// connGenerations, and each starts with a new connection to every target,
+// made and warmed in a fresh random order.
+//
 // timeout, when not 0, is put on every call as a deadline, as the kubelet
 // does (its runtime-request-timeout, 2 minutes by default): gRPC then sends
 // a grpc-timeout header with a new value in every request.
 func interleaved(ctx context.Context, targets []*target, c call, n int, timeout time.Duration) (map[string][]time.Duration, error) {
-	warm := max(n/20, 5)
-	for _, t := range targets {
-		for range warm {
-			if err := c(ctx, t.rt); err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
-			}
-		}
-	}
 	out := make(map[string][]time.Duration, len(targets))
 	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
 	order := slices.Clone(targets)
-	for range n {
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	shuffle := func() { rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] }) }
+	per := max(n/connGenerations, 1)
+	for done := 0; done < n; {
+		shuffle()
 		for _, t := range order {
-			start := time.Now()
-			if err := callWithin(ctx, c, t.rt, timeout); err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
+			if err := t.redial(); err != nil {
+				return nil, err
 			}
-			out[t.name] = append(out[t.name], time.Since(start))
+		}
+		for range max(per/20, 5) {
+			shuffle()
+			for _, t := range order {
+				if err := c(ctx, t.rt); err != nil {
+					return nil, fmt.Errorf("%s: %w", t.name, err)
+				}
+			}
+		}
+		for i := 0; i < per && done < n; i, done = i+1, done+1 {
+			shuffle()
+			for _, t := range order {
+				start := time.Now()
+				if err := callWithin(ctx, c, t.rt, timeout); err != nil {
+					return nil, fmt.Errorf("%s: %w", t.name, err)
+				}
+				out[t.name] = append(out[t.name], time.Since(start))
+			}
 		}
 	}
 	return out, nil
 }
+
+// connGenerations is how many times interleaved connects anew.
+const connGenerations = 24
 
 // callWithin makes one call, with a deadline of timeout unless it is 0.
 func callWithin(ctx context.Context, c call, rt runtimeapi.RuntimeServiceClient, timeout time.Duration) error {
