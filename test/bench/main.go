@@ -195,25 +195,14 @@ func run(ctx context.Context, o options) (*report, error) {
 // in, the direct one included; then, given a
 // streamSetup, the streaming workloads directly and through crishim.
 func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool, stream *streamSetup) error {
-	crishim, err := crishimproc.Start(crishimproc.Options{
-		Binary:          o.crishim,
-		Socket:          filepath.Join(dir, backend+"-crishim.sock"),
-		RuntimeEndpoint: "unix://" + sock,
-		LogPath:         filepath.Join(dir, backend+"-crishim.log"),
-	})
+	crishim, err := startCrishim(o.crishim, dir, backend+"-crishim", sock)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = crishim.Stop() }()
 	// The same binary with the grpc-go relay, the fallback operators can
 	// pick: every report shows what the h2 relay buys.
-	grpcRelay, err := crishimproc.Start(crishimproc.Options{
-		Binary:          o.crishim,
-		Socket:          filepath.Join(dir, backend+"-crishim-grpc.sock"),
-		RuntimeEndpoint: "unix://" + sock,
-		LogPath:         filepath.Join(dir, backend+"-crishim-grpc.log"),
-		Args:            []string{"--relay=grpc"},
-	})
+	grpcRelay, err := startCrishim(o.crishim, dir, backend+"-crishim-grpc", sock, "--relay=grpc")
 	if err != nil {
 		return err
 	}
@@ -254,12 +243,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 	targets := []*target{direct, viaPipe, viaCrishim, viaGRPCRelay, viaNaive}
 	if o.baseline != "" {
-		base, err := crishimproc.Start(crishimproc.Options{
-			Binary:          o.baseline,
-			Socket:          filepath.Join(dir, backend+"-crishim-baseline.sock"),
-			RuntimeEndpoint: "unix://" + sock,
-			LogPath:         filepath.Join(dir, backend+"-crishim-baseline.log"),
-		})
+		base, err := startCrishim(o.baseline, dir, backend+"-crishim-baseline", sock)
 		if err != nil {
 			return fmt.Errorf("--baseline: %w", err)
 		}
@@ -334,6 +318,18 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		return leakCheck(ctx, o, rep, viaCrishim, crishim.Metrics)
 	}
 	return nil
+}
+
+// startCrishim runs crishim binary bin in front of the runtime on sock,
+// with its socket and log in dir under name.
+func startCrishim(bin, dir, name, sock string, args ...string) (*crishimproc.Process, error) {
+	return crishimproc.Start(crishimproc.Options{
+		Binary:          bin,
+		Socket:          filepath.Join(dir, name+".sock"),
+		RuntimeEndpoint: "unix://" + sock,
+		LogPath:         filepath.Join(dir, name+".log"),
+		Args:            args,
+	})
 }
 
 // helper is this benchmark's binary re-invoked to serve one of its
