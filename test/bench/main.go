@@ -267,7 +267,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 		for _, t := range targets {
 			before[t.name], _ = cpuTime(t.pid)
 		}
-		lat, err := interleaved(ctx, targets, wl.call, wl.samples, o.callTimeout)
+		lat, calls, err := interleaved(ctx, targets, wl.call, wl.samples, o.callTimeout)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
 		}
@@ -276,7 +276,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 			after, _ := cpuTime(t.pid)
 			cpu[t.name] = after - before[t.name]
 		}
-		rep.addLatency(backend, wl.name, lat, cpu, wl.samples+max(wl.samples/20, 5))
+		rep.addLatency(backend, wl.name, lat, cpu, calls)
 	}
 
 	tputCall := version()

@@ -75,42 +75,50 @@ type call func(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error
 // timeout, when not 0, is put on every call as a deadline, as the kubelet
 // does (its runtime-request-timeout, 2 minutes by default): gRPC then sends
 // a grpc-timeout header with a new value in every request.
-func interleaved(ctx context.Context, targets []*target, c call, n int, timeout time.Duration) (map[string][]time.Duration, error) {
+//
+// calls is how many calls each target took, the warm-up ones included,
+// for the CPU the proxies spent over the run.
+func interleaved(ctx context.Context, targets []*target, c call, n int, timeout time.Duration) (lat map[string][]time.Duration, calls int, err error) {
 	out := make(map[string][]time.Duration, len(targets))
 	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
 	order := slices.Clone(targets)
 	shuffle := func() { rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] }) }
-	per := max(n/connGenerations, 1)
-	for done := 0; done < n; {
+	gens := min(n, connGenerations)
+	for g := range gens {
 		shuffle()
 		for _, t := range order {
 			if err := t.redial(); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
-		for range max(per/20, 5) {
+		// The rounds spread evenly over the generations.
+		rounds := n*(g+1)/gens - n*g/gens
+		for range max(rounds/20, 5) {
 			shuffle()
 			for _, t := range order {
 				if err := c(ctx, t.rt); err != nil {
-					return nil, fmt.Errorf("%s: %w", t.name, err)
+					return nil, 0, fmt.Errorf("%s: %w", t.name, err)
 				}
 			}
+			calls++
 		}
-		for i := 0; i < per && done < n; i, done = i+1, done+1 {
+		for range rounds {
 			shuffle()
 			for _, t := range order {
 				start := time.Now()
 				if err := callWithin(ctx, c, t.rt, timeout); err != nil {
-					return nil, fmt.Errorf("%s: %w", t.name, err)
+					return nil, 0, fmt.Errorf("%s: %w", t.name, err)
 				}
 				out[t.name] = append(out[t.name], time.Since(start))
 			}
+			calls++
 		}
 	}
-	return out, nil
+	return out, calls, nil
 }
 
-// connGenerations is how many times interleaved connects anew.
+// connGenerations is how many times interleaved connects anew (fewer
+// when it takes fewer samples).
 const connGenerations = 24
 
 // callWithin makes one call, with a deadline of timeout unless it is 0.
