@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -107,7 +108,7 @@ type encodedBlock struct {
 func (m *encodeMemo) lookup(fields []hpack.HeaderField) []byte {
 	for i := range m.entries {
 		e := &m.entries[i]
-		if e.gen == m.gen && sameFields(e.fields, fields) {
+		if e.gen == m.gen && slices.Equal(e.fields, fields) {
 			return e.block
 		}
 	}
@@ -130,15 +131,3 @@ func (m *encodeMemo) encoded(fields []hpack.HeaderField, block []byte, indexedOn
 
 // tableChanged forgets every entry: the peer changed the table's size.
 func (m *encodeMemo) tableChanged() { m.gen++ }
-
-func sameFields(a, b []hpack.HeaderField) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
