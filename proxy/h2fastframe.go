@@ -56,7 +56,7 @@ func (c *h2conn) readFast() (f http2.Frame, ok bool, err error) {
 		if t.err != nil {
 			return nil, true, t.err
 		}
-		t.saw(frame)
+		t.sawWhole(typ, frame)
 	}
 	// Discarding leaves the bytes where they are until the next read.
 	_, _ = c.br.Discard(9 + length)

@@ -42,10 +42,15 @@ type session struct {
 	ups      [numRoutes]*upstream
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	lastCID  uint32
-	// ended are calls that ended and are still to be counted and logged:
-	// that waits until the reader that ended them has written what it
-	// relayed (flushAll), as it is no part of the answer.
+	// started and ended are calls still to be counted (as in flight) and
+	// counted and logged (as done): that waits until the reader that
+	// started or ended them has written what it relayed (flushAll), as it
+	// is no part of the call's path.
+	started []MethodObserver
 	ended   []endedCall
+	// spare is the stream of the last call that ended, for the next call
+	// to reuse (see newStream).
+	spare   *stream
 	goAway1 bool // sent GOAWAY(max) and a PING: stop soon
 	goAway2 bool // sent GOAWAY(lastCID): refuse newer streams
 	guard   floodGuard
@@ -55,6 +60,9 @@ type session struct {
 	// them is one pointer check (the path table's map hashes the path).
 	lastPath string
 	lastInfo *pathInfo
+	// newest is the stream the client opened last: a small call's DATA
+	// is for it, so most lookups are one comparison (see clientStream).
+	newest *stream
 }
 
 // endedCall is what counting and logging an ended call needs, copied at
@@ -77,6 +85,28 @@ type upstream struct {
 	nextID   uint32
 	draining bool
 	dialing  bool // writes wait in memory (see session.upstream)
+	// newest is the stream opened last on this connection: the answer's
+	// frames are for it (see upstream.stream).
+	newest *stream
+}
+
+// clientStream returns the open stream with client stream ID id, or nil.
+// A stream that ended may have been reused for a newer call (newStream),
+// which then has a newer ID.
+func (s *session) clientStream(id uint32) *stream {
+	if st := s.newest; st != nil && st.cid == id && !st.over {
+		return st
+	}
+	return s.streams[id]
+}
+
+// stream returns the open stream with upstream stream ID id, or nil. A
+// reused stream may now belong to another upstream connection.
+func (up *upstream) stream(id uint32) *stream {
+	if st := up.newest; st != nil && st.up == up && st.uid == id && !st.over {
+		return st
+	}
+	return up.streams[id]
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
@@ -238,28 +268,25 @@ func (s *session) teardown() {
 	// Closing every connection first frees an upstream reader stuck
 	// writing under mu.
 	s.kill()
-	var buf [8]endedCall
 	s.mu.Lock()
 	for _, st := range s.streams {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
 	}
-	ended := s.takeEnded(buf[:0])
 	s.mu.Unlock()
-	s.report(ended)
+	s.reportPending()
 	s.wg.Wait()
 }
 
 // flushAll writes out every connection's buffer. Readers call it before
 // they block, which covers both what they relayed and the control frames
 // they answered. The reader's own connection goes last: what it relayed is
-// on the critical path, its PING and SETTINGS acks are not.
+// on the critical path, its PING and SETTINGS acks are not. The calls
+// started and ended meanwhile are counted after the writes.
 func (s *session) flushAll(own *h2conn) {
 	var buf [numRoutes + 3]*h2conn
-	var endedBuf [4]endedCall
 	conns := buf[:0]
 	s.mu.Lock()
-	ended := s.takeEnded(endedBuf[:0])
 	if s.client != own {
 		conns = append(conns, s.client)
 	}
@@ -273,10 +300,32 @@ func (s *session) flushAll(own *h2conn) {
 			conns = append(conns, up.c)
 		}
 	}
+	// What the other reader adds from now on, it reports itself.
+	pending := len(s.started) > 0 || len(s.ended) > 0
 	s.mu.Unlock()
 	for _, c := range append(conns, own) {
 		c.flush()
 	}
+	if pending {
+		s.reportPending()
+	}
+}
+
+// reportPending counts the calls started and ended since the last time.
+// The starts are counted under mu: a call's end is taken under mu after its
+// start was recorded, so counting starts before taking the ends keeps the
+// in-flight gauge from ever dipping below zero, whichever reader gets here
+// first.
+func (s *session) reportPending() {
+	var endedBuf [4]endedCall
+	s.mu.Lock()
+	for _, o := range s.started {
+		o.Started()
+	}
+	clear(s.started)
+	s.started = s.started[:0]
+	ended := s.takeEnded(endedBuf[:0])
+	s.mu.Unlock()
 	s.report(ended)
 }
 
@@ -350,7 +399,7 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		if err := s.guard.idleFrame(); err != nil {
 			return err
 		}
-		st := s.streams[f.StreamID]
+		st := s.clientStream(f.StreamID)
 		if st == nil {
 			if f.StreamID > s.lastCID {
 				// RFC 9113 §6.4: RST_STREAM on an idle stream MUST be
@@ -378,7 +427,16 @@ func (s *session) onClientFrame(f http2.Frame) error {
 func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	c := s.client
 	id := mh.StreamID
-	if st := s.streams[id]; st != nil {
+	if id%2 == 0 {
+		// RFC 9113 §5.1.1: a stream ID the client may not open MUST be
+		// treated as a connection error of type PROTOCOL_ERROR.
+		return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("HEADERS on even stream %d", id))
+	}
+	if id <= s.lastCID {
+		st := s.clientStream(id)
+		if st == nil {
+			return nil // a stream crishim already ended
+		}
 		// Trailers from the client: legal, though gRPC clients send none.
 		if !mh.StreamEnded() || st.toUp.srcEnded {
 			// RFC 9113 §8.1: a second HEADERS without END_STREAM, or after
@@ -391,14 +449,6 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		st.toUp.endWith(mh.Fields)
 		s.settle(st)
 		return nil
-	}
-	if id%2 == 0 {
-		// RFC 9113 §5.1.1: a stream ID the client may not open MUST be
-		// treated as a connection error of type PROTOCOL_ERROR.
-		return connError(http2.ErrCodeProtocol, reasonStreamState, fmt.Sprintf("HEADERS on even stream %d", id))
-	}
-	if id <= s.lastCID {
-		return nil // a stream crishim already ended
 	}
 	s.lastCID = id
 	end := mh.StreamEnded()
@@ -428,7 +478,8 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	st := &stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
+	st := s.newStream()
+	*st = stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
 		code: codes.Unknown, msg: "crishim: the call ended without a grpc-status"}
 	up.nextID += 2
 	if up.nextID > h2MaxStreamID {
@@ -439,9 +490,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, pi.observe
 	s.streams[id] = st
 	up.streams[st.uid] = st
+	s.newest, up.newest = st, st
 	c.grow = c.br.Size() < ioBufSize
 	if st.observe != nil {
-		st.observe.Started()
+		s.started = append(s.started, st.observe)
 	}
 	up.c.writeHeaders(st.uid, mh.Fields, end)
 	if end {
@@ -458,7 +510,7 @@ func (s *session) onClientData(f *dataFrame) error {
 		// connection overrun is a connection error FLOW_CONTROL_ERROR.
 		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the client overran the connection window")
 	}
-	st := s.streams[f.StreamID]
+	st := s.clientStream(f.StreamID)
 	if st == nil {
 		if f.StreamID > s.lastCID {
 			// RFC 9113 §6.1: DATA on an idle stream MUST be treated as a
@@ -504,7 +556,7 @@ func (s *session) onClientData(f *dataFrame) error {
 func (s *session) resetClient(se http2.StreamError) {
 	id, code := se.StreamID, se.Code
 	s.protocolError(s.client, streamErrorReason(se), code, id, se.Error())
-	if st := s.streams[id]; st != nil {
+	if st := s.clientStream(id); st != nil {
 		s.abort(st, code, codes.Internal, "crishim: malformed frame from the client")
 		return
 	}
@@ -616,6 +668,21 @@ func (s *session) finish(st *stream) {
 	if s.goAway2 && len(s.streams) == 0 {
 		s.client.flushAndClose()
 	}
+	s.spare = st
+}
+
+// newStream returns the stream of the last call that ended, or a new one.
+// A stream that ended is in no map and on no connection's blocked list
+// (drop took its flows off), and a handler that ended it is done with it
+// before it returns: only the next HEADERS from the client, handled later
+// under the same mu, takes it again. Reusing it spares an allocation of
+// 512 bytes that the garbage collector then frees on every call.
+func (s *session) newStream() *stream {
+	if st := s.spare; st != nil {
+		s.spare = nil
+		return st
+	}
+	return new(stream)
 }
 
 // retire stops new calls from using up; it closes when its calls are done.

@@ -1,8 +1,22 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // A call allocates one stream on its path; past 512 bytes the allocator
@@ -11,5 +25,279 @@ import (
 func TestStreamFitsTheAllocatorsSmallClass(t *testing.T) {
 	if size := unsafe.Sizeof(stream{}); size > 512 {
 		t.Fatalf("stream is %d bytes, more than 512: keep its small fields together or move one out", size)
+	}
+}
+
+// TestFramesForAnEndedCallAreIgnored: the stream of a call that ended is
+// kept for the next call (newStream) and remembered as the newest
+// (clientStream); neither may make a late frame on the old stream ID count
+// as part of a call. Such frames only give back the connection window.
+func TestFramesForAnEndedCallAreIgnored(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	c := dialRaw(t, p.sock)
+	answered := func(id uint32) {
+		t.Helper()
+		for {
+			switch f := c.next(t, func(http2.Frame) bool { return true }).(type) {
+			case *http2.MetaHeadersFrame:
+				if f.StreamID == id && f.StreamEnded() {
+					return
+				}
+			case *http2.RSTStreamFrame:
+				t.Fatalf("stream %d reset: %v", f.StreamID, f.ErrCode)
+			case *http2.GoAwayFrame:
+				t.Fatalf("GOAWAY: %v %q", f.ErrCode, f.DebugData())
+			}
+		}
+	}
+	c.callVersion(t, 1)
+	answered(1)
+	late := func() {
+		t.Helper()
+		if err := c.fr.WriteData(1, false, []byte{0, 0, 0, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.fr.WriteWindowUpdate(1, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late() // the ended stream is the newest and spare
+	c.callVersion(t, 3)
+	answered(3) // stream 1's struct now served stream 3
+	late()
+	probe := [8]byte{'l', 'a', 't', 'e'}
+	if err := c.fr.WritePing(false, probe); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		switch f := c.next(t, func(http2.Frame) bool { return true }).(type) {
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == probe {
+				return
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("late frames on an ended call: RST_STREAM %v on stream %d, want them ignored", f.ErrCode, f.StreamID)
+		case *http2.GoAwayFrame:
+			t.Fatalf("late frames on an ended call: GOAWAY %v %q, want them ignored", f.ErrCode, f.DebugData())
+		}
+	}
+}
+
+// scriptedRuntime is an HTTP/2 server whose answers a test writes, from its
+// reader (onHeaders) or from goroutines of its own (go), under one lock.
+type scriptedRuntime struct {
+	mu  sync.Mutex
+	fr  *http2.Framer
+	enc *hpack.Encoder
+	buf bytes.Buffer
+	wg  sync.WaitGroup
+}
+
+// serveScripted serves sock: onHeaders is called with each request's
+// stream ID, acked with the data of each PING ack the relay sends.
+func serveScripted(t *testing.T, sock string, onHeaders func(rt *scriptedRuntime, id uint32), acked func([8]byte)) {
+	serveUnix(t, sock, func(nc net.Conn) {
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(nc, preface); err != nil {
+			return
+		}
+		rt := &scriptedRuntime{fr: http2.NewFramer(nc, nc)}
+		rt.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		rt.enc = hpack.NewEncoder(&rt.buf)
+		defer rt.wg.Wait()
+		rt.do(func() { _ = rt.fr.WriteSettings() })
+		for {
+			f, err := rt.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					rt.do(func() { _ = rt.fr.WriteSettingsAck() })
+				}
+			case *http2.PingFrame:
+				if f.IsAck() {
+					acked(f.Data)
+				} else {
+					rt.do(func() { _ = rt.fr.WritePing(true, f.Data) })
+				}
+			case *http2.MetaHeadersFrame:
+				onHeaders(rt, f.StreamID)
+			}
+		}
+	})
+}
+
+// do writes under the lock.
+func (rt *scriptedRuntime) do(write func()) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	write()
+}
+
+// TestStaleRuntimeFrameMissesAReusedStream: a call's stream, reused for a
+// call to another endpoint, has the same upstream stream ID there as the
+// first call had on its own connection. A late frame from the first
+// connection must not land in the second call.
+func TestStaleRuntimeFrameMissesAReusedStream(t *testing.T) {
+	runtimeSock, imageSock := fakeSock(t), fakeSock(t)
+	imageGot, strayed := make(chan struct{}), make(chan struct{})
+	stray := [8]byte{'s', 't', 'r', 'a', 'y'}
+	serveScripted(t, runtimeSock, func(rt *scriptedRuntime, id uint32) {
+		rt.do(func() { answerOK(rt.fr, rt.enc, &rt.buf, id) })
+		rt.wg.Go(func() {
+			select {
+			case <-imageGot:
+			case <-time.After(hangBound):
+				return
+			}
+			// A message on the ended stream, then a PING whose ack says
+			// the relay has read it.
+			rt.do(func() {
+				_ = rt.fr.WriteData(id, false, NewFrame([]byte("stray")).Bytes())
+				_ = rt.fr.WritePing(false, stray)
+			})
+		})
+	}, func(data [8]byte) {
+		if data == stray {
+			close(strayed)
+		}
+	})
+	serveHandler(t, imageSock, func(_ any, ss grpc.ServerStream) error {
+		var f Frame
+		if err := ss.RecvMsg(&f); err != nil {
+			return err
+		}
+		close(imageGot)
+		select {
+		case <-strayed:
+		case <-time.After(hangBound):
+			return status.Error(codes.DeadlineExceeded, "the runtime's stray frame was never read")
+		}
+		return ss.SendMsg(NewFrame([]byte("image")))
+	})
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + runtimeSock, ImageEndpoint: "unix://" + imageSock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2})
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{}); err != nil {
+		t.Fatal(err)
+	}
+	var out Frame
+	if err := p.conn.Invoke(ctx, "/runtime.v1.ImageService/ListImages", NewFrame([]byte("?")), &out); err != nil {
+		t.Fatalf("the image call, with the runtime's stray frame in between: %v", err)
+	}
+	if string(out.Bytes()) != "image" {
+		t.Fatalf("the image call answered %q, want %q", out.Bytes(), "image")
+	}
+}
+
+// TestStaleRuntimeFrameMissesAnEndedStream: the stream of the call that
+// ended last on a connection is still its newest (upstream.stream); a late
+// frame on it from the runtime reaches no client.
+func TestStaleRuntimeFrameMissesAnEndedStream(t *testing.T) {
+	sock := fakeSock(t)
+	strayed := make(chan struct{})
+	stray := [8]byte{'s', 't', 'r', 'a', 'y'}
+	serveScripted(t, sock, func(rt *scriptedRuntime, id uint32) {
+		rt.do(func() {
+			answerOK(rt.fr, rt.enc, &rt.buf, id)
+			_ = rt.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+			_ = rt.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
+				BlockFragment: encodeFields(rt.enc, &rt.buf, ":status", "200", "content-type", "application/grpc")})
+			_ = rt.fr.WritePing(false, stray)
+		})
+	}, func(data [8]byte) {
+		if data == stray {
+			close(strayed)
+		}
+	})
+	p := startProxy(t, RelayH2, sock)
+	c := dialRaw(t, p.sock)
+	c.callVersion(t, 1)
+	c.next(t, func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamEnded() })
+	select {
+	case <-strayed:
+	case <-time.After(hangBound):
+		t.Fatal("the relay never acked the runtime's PING")
+	}
+	// The relay writes to the client before it acks the runtime: a frame
+	// for stream 1 would come before this PING's ack.
+	probe := [8]byte{'p', 'r', 'o', 'b', 'e'}
+	if err := c.fr.WritePing(false, probe); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		switch f := c.next(t, func(http2.Frame) bool { return true }).(type) {
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == probe {
+				return
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("the runtime's late RST_STREAM reached the client: %v on stream %d", f.ErrCode, f.StreamID)
+		case *http2.MetaHeadersFrame:
+			t.Fatalf("the runtime's late HEADERS reached the client on stream %d", f.StreamID)
+		}
+	}
+}
+
+// inFlight is a CallObserver that counts calls in flight, as the gauge
+// does, and remembers whether the count ever went below zero.
+type inFlight struct {
+	n      atomic.Int64
+	dipped atomic.Bool
+}
+
+func (o *inFlight) Method(string) MethodObserver { return o }
+func (o *inFlight) Started()                     { o.n.Add(1) }
+func (o *inFlight) Ended(codes.Code, time.Duration) {
+	if o.n.Add(-1) < 0 {
+		o.dipped.Store(true)
+	}
+}
+
+// TestInFlightCountNeverDipsBelowZero: a call is counted as started after
+// the reader that started it wrote its request, and as ended after the
+// other reader wrote its answer; the start must still come first.
+func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	obs := &inFlight{}
+	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2, Observe: obs})
+	client := runtimeapi.NewRuntimeServiceClient(p.conn)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if _, err := client.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if obs.dipped.Load() {
+		t.Fatal("a call was counted as ended before it was counted as started")
+	}
+	// The last calls are counted just after their answers left.
+	deadline := time.Now().Add(hangBound)
+	for obs.n.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := obs.n.Load(); n != 0 {
+		t.Fatalf("%d calls still in flight after all ended", n)
 	}
 }

@@ -24,7 +24,7 @@ func (s *session) readUpstream(up *upstream) {
 			if errors.As(err, &se) {
 				s.mu.Lock()
 				s.protocolError(c, streamErrorReason(se), se.Code, se.StreamID, se.Error())
-				if st := up.streams[se.StreamID]; st != nil {
+				if st := up.stream(se.StreamID); st != nil {
 					s.endLocally(st, codes.Internal, "crishim: malformed frame from the "+s.r.endpoints[up.route].name+": "+se.Error())
 				}
 				s.mu.Unlock()
@@ -62,7 +62,7 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		d := dataOf(f)
 		return s.onUpstreamData(up, &d)
 	case *http2.MetaHeadersFrame:
-		st := up.streams[f.StreamID]
+		st := up.stream(f.StreamID)
 		if st == nil {
 			return nil
 		}
@@ -88,7 +88,7 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 			c.ackPing(f.Data)
 		}
 	case *http2.RSTStreamFrame:
-		st := up.streams[f.StreamID]
+		st := up.stream(f.StreamID)
 		if st == nil {
 			return nil
 		}
@@ -120,7 +120,7 @@ func (s *session) onUpstreamData(up *upstream, f *dataFrame) error {
 		// RFC 9113 §6.9.1: FLOW_CONTROL_ERROR, as from a client.
 		return connError(http2.ErrCodeFlowControl, reasonFlowControl, "the runtime overran the connection window")
 	}
-	st := up.streams[f.StreamID]
+	st := up.stream(f.StreamID)
 	if st == nil || st.toClient.srcEnded {
 		c.credit(n)
 		return nil
