@@ -42,48 +42,59 @@ const (
 // Its reader goroutine owns br and fr; writes go through bw under wmu, and
 // the HPACK encoder lives under the same lock because its table must follow
 // the order in which header blocks reach the wire.
+//
+// The fields a small call touches come first, by who touches them: the
+// reader's, the writer's, then the flow-control state. Each call finds
+// them cold (other processes ran in between), so every cache line they
+// spread over is a miss on the call's path (TestH2connHotFieldsShareLines).
 type h2conn struct {
-	nc net.Conn
-	r  io.Reader // the socket, under br
-	w  io.Writer // the socket, under bw
-	br *bufio.Reader
-	fr *http2.Framer
-	hr *headerReader
-	// tap polices a client's header blocks (nil upstream).
-	tap *continuationTap
-	// The DATA, WINDOW_UPDATE and PING frames readFast read last.
-	fastData   dataFrame
-	fastWindow http2.WindowUpdateFrame
-	fastPing   http2.PingFrame
+	// The reader's.
+	br  *bufio.Reader
+	tap *continuationTap // polices a client's header blocks (nil upstream)
+	hr  *headerReader
+	// The DATA frame readFast read last.
+	fastData dataFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
 
-	wmu sync.Mutex
-	bw  *bufio.Writer
-	// pending holds what is written to an upstream connection while it
-	// is being dialed (w is then pending itself); attach sends it.
-	pending *bytes.Buffer
-	enc     *hpack.Encoder
-	encMemo encodeMemo
-	hbuf    bytes.Buffer
+	// The writer's, under wmu.
+	wmu  sync.Mutex
+	werr error
+	bw   *bufio.Writer
 	// hdr is the frame header being written: a local array would escape
 	// to the heap through bufio's Write, one allocation per frame.
-	hdr  [9]byte
-	werr error
+	hdr [9]byte
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
 	// answered: HEADERS or DATA went out since the peer's last PING.
 	answered bool
 
-	// The rest is guarded by the session's mu.
+	// Guarded by the session's mu.
 	send           outWindow // the peer's connection window for our DATA
 	recv           inWindow  // the connection window we gave the peer
 	peerInitWin    int64
 	peerMaxFrame   int
 	peerMaxStreams uint32
 	blocked        []*flow // flows waiting for this connection's window
+
+	// Under wmu: the encoder and its memo, whose entries a lookup reads in
+	// turn.
+	enc     *hpack.Encoder
+	encMemo encodeMemo
+	hbuf    bytes.Buffer
+	// pending holds what is written to an upstream connection while it
+	// is being dialed (w is then pending itself); attach sends it.
+	pending *bytes.Buffer
+
+	// The reader's, for the frames of a call's end and the rest.
+	fastWindow http2.WindowUpdateFrame
+	fastPing   http2.PingFrame
+	fr         *http2.Framer
+	nc         net.Conn
+	r          io.Reader // the socket, under br
+	w          io.Writer // the socket, under bw
 }
 
 // newH2conn wraps nc; bufSize is its buffers' size each way to begin

@@ -29,6 +29,9 @@ type headerReader struct {
 	hf   http2.HeadersFrame // the frame of a block read without the framer
 	emit func(hpack.HeaderField)
 	memo decodeMemo
+	// fields holds what a block decodes to, reused from block to block;
+	// a block the memo knows is answered with the memo's fields instead.
+	fields []hpack.HeaderField
 
 	// The block being decoded.
 	headersLeft, trailersLeft uint32
@@ -73,14 +76,17 @@ var errPseudoAfterRegular = errors.New("pseudo header field after regular")
 // its CONTINUATIONs from fr.
 func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byte) (http2.Frame, error) {
 	mh := &h.mh
-	*mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: mh.Fields[:0]}
+	*mh = http2.MetaHeadersFrame{HeadersFrame: hf, Fields: h.fields[:0]}
 	h.headersLeft, h.trailersLeft = maxHeaderListSize, maxHeaderListSize
 	h.sawRegular, h.invalid = false, nil
 	h.dec.SetEmitEnabled(true)
 	ended := hf.HeadersEnded()
 	if ended {
 		if fields := h.memo.lookup(frag); fields != nil {
-			mh.Fields = append(mh.Fields, fields...)
+			// The memo's own fields, not a copy: no one writes into a
+			// frame's fields, and the three-index slice keeps an append
+			// from doing so.
+			mh.Fields = fields[:len(fields):len(fields)]
 			return mh, nil
 		}
 	}
@@ -156,6 +162,7 @@ func (h *headerReader) field(hf hpack.HeaderField) {
 	}
 	*left -= size
 	h.mh.Fields = append(h.mh.Fields, hf)
+	h.fields = h.mh.Fields
 }
 
 // validFieldName is the framer's check of a field name on the wire: a

@@ -24,8 +24,37 @@ import (
 // then a client that stops reading holds back only its own calls, and
 // connection-level flow control maps one to one.
 type session struct {
-	r      *relay
-	client *h2conn
+	// What a call touches comes first, as in h2conn: each call finds it
+	// cold.
+	mu      sync.Mutex
+	client  *h2conn
+	lastCID uint32
+	goAway2 bool               // sent GOAWAY(lastCID): refuse newer streams
+	streams map[uint32]*stream // by client stream ID
+	ups     [numRoutes]*upstream
+	// newest is the stream the client opened last: a small call's DATA
+	// is for it, so most lookups are one comparison (see clientStream).
+	newest *stream
+	// spare is the stream of the last call that ended, for the next call
+	// to reuse (see newStream).
+	spare *stream
+	// lastPath and lastInfo are the previous call's :path and what it
+	// resolved to. A client calls a few methods over and over, and the
+	// decode memo hands back the very same string, so that comparing
+	// them is one pointer check (the path table's map hashes the path).
+	lastPath string
+	lastInfo *pathInfo
+	// started and ended are calls still to be counted (as in flight) and
+	// counted and logged (as done): that waits until the reader that
+	// started or ended them has written what it relayed (flushAll), as it
+	// is no part of the call's path.
+	started  []MethodObserver
+	r        *relay
+	ended    []endedCall
+	draining map[*upstream]struct{} // gone away, finishing their calls
+	guard    floodGuard
+	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
+
 	ctx    context.Context // ends dials when the session ends
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // upstream readers
@@ -36,33 +65,6 @@ type session struct {
 	connMu sync.Mutex
 	conns  []*h2conn
 	killed bool
-
-	mu       sync.Mutex
-	streams  map[uint32]*stream // by client stream ID
-	ups      [numRoutes]*upstream
-	draining map[*upstream]struct{} // gone away, finishing their calls
-	lastCID  uint32
-	// started and ended are calls still to be counted (as in flight) and
-	// counted and logged (as done): that waits until the reader that
-	// started or ended them has written what it relayed (flushAll), as it
-	// is no part of the call's path.
-	started []MethodObserver
-	ended   []endedCall
-	// spare is the stream of the last call that ended, for the next call
-	// to reuse (see newStream).
-	spare   *stream
-	goAway1 bool // sent GOAWAY(max) and a PING: stop soon
-	goAway2 bool // sent GOAWAY(lastCID): refuse newer streams
-	guard   floodGuard
-	// lastPath and lastInfo are the previous call's :path and what it
-	// resolved to. A client calls a few methods over and over, and the
-	// decode memo hands back the very same string, so that comparing
-	// them is one pointer check (the path table's map hashes the path).
-	lastPath string
-	lastInfo *pathInfo
-	// newest is the stream the client opened last: a small call's DATA
-	// is for it, so most lookups are one comparison (see clientStream).
-	newest *stream
 }
 
 // endedCall is what counting and logging an ended call needs, copied at
