@@ -58,7 +58,7 @@ func (s *session) dialFailed(up *upstream, err error) {
 	up.c.wmu.Lock()
 	up.c.failLocked(err) // it has no socket to close
 	up.c.wmu.Unlock()
-	for _, st := range up.streams {
+	for st := range s.openStreams(up) {
 		// Nothing reached the runtime: no RST_STREAM for it.
 		st.toUp.dstEnded, st.toClient.srcEnded = true, true
 		s.endLocally(st, codes.Unavailable, "crishim: "+err.Error())

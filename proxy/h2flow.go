@@ -58,9 +58,10 @@ func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
 func toClient(st *stream) *flow   { return &st.toClient }
 func toUpstream(st *stream) *flow { return &st.toUp }
 
-// onWindowUpdate opens a send window toward c: the connection's, or that of
-// the stream with the frame's ID in streams (c's stream IDs).
-func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams map[uint32]*stream, toward func(*stream) *flow) error {
+// onWindowUpdate opens a send window toward c, the connection of up (the
+// client's if nil): the connection's, or that of the stream with the
+// frame's ID (c's stream IDs).
+func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, up *upstream) error {
 	inc := int64(f.Increment)
 	if f.StreamID == 0 {
 		if !c.send.add(inc) {
@@ -71,7 +72,7 @@ func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams 
 		s.unblock(c)
 		return nil
 	}
-	st := streams[f.StreamID]
+	st, toward := s.streamOf(up, f.StreamID)
 	if st == nil {
 		return nil
 	}
@@ -85,9 +86,10 @@ func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, streams 
 	return nil
 }
 
-// onSettings takes in c's SETTINGS: a changed initial window moves the send
-// windows of every open stream toward c by the difference.
-func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint32]*stream, toward func(*stream) *flow) error {
+// onSettings takes in c's SETTINGS, those of up's connection (the client's
+// if nil): a changed initial window moves the send windows of every open
+// stream toward c by the difference.
+func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, up *upstream) error {
 	if f.IsAck() {
 		return nil
 	}
@@ -106,7 +108,11 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, streams map[uint
 	if delta == 0 {
 		return nil
 	}
-	for _, st := range streams {
+	toward := toClient
+	if up != nil {
+		toward = toUpstream
+	}
+	for st := range s.openStreams(up) {
 		fl := toward(st)
 		if !fl.out.add(delta) {
 			// RFC 9113 §6.9.2: an INITIAL_WINDOW_SIZE change that takes a

@@ -133,7 +133,7 @@ func (r *relay) queuedBytes() int {
 	total := 0
 	for s := range r.sessions {
 		s.mu.Lock()
-		for _, st := range s.streams {
+		for st := range s.openStreams(nil) {
 			total += st.toUp.queue.len() + st.toClient.queue.len()
 		}
 		s.mu.Unlock()

@@ -32,8 +32,8 @@ type session struct {
 	goAway2 bool               // sent GOAWAY(lastCID): refuse newer streams
 	streams map[uint32]*stream // by client stream ID
 	ups     [numRoutes]*upstream
-	// newest is the stream the client opened last: a small call's DATA
-	// is for it, so most lookups are one comparison (see clientStream).
+	// newest is the open stream the client opened last, or nil; it is in
+	// no map (see h2streams.go).
 	newest *stream
 	// spare is the stream of the last call that ended, for the next call
 	// to reuse (see newStream).
@@ -83,32 +83,13 @@ type endedCall struct {
 type upstream struct {
 	c        *h2conn
 	route    route
-	streams  map[uint32]*stream // by upstream stream ID
+	streams  map[uint32]*stream // by upstream stream ID, but the session's newest
 	nextID   uint32
 	draining bool
 	dialing  bool // writes wait in memory (see session.upstream)
 	// newest is the stream opened last on this connection: the answer's
-	// frames are for it (see upstream.stream).
+	// frames are for it (see upstream.stream, and h2streams.go).
 	newest *stream
-}
-
-// clientStream returns the open stream with client stream ID id, or nil.
-// A stream that ended may have been reused for a newer call (newStream),
-// which then has a newer ID.
-func (s *session) clientStream(id uint32) *stream {
-	if st := s.newest; st != nil && st.cid == id && !st.over {
-		return st
-	}
-	return s.streams[id]
-}
-
-// stream returns the open stream with upstream stream ID id, or nil. A
-// reused stream may now belong to another upstream connection.
-func (up *upstream) stream(id uint32) *stream {
-	if st := up.newest; st != nil && st.up == up && st.uid == id && !st.over {
-		return st
-	}
-	return up.streams[id]
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
@@ -271,7 +252,7 @@ func (s *session) teardown() {
 	// writing under mu.
 	s.kill()
 	s.mu.Lock()
-	for _, st := range s.streams {
+	for st := range s.openStreams(nil) {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
 	}
@@ -378,12 +359,12 @@ func (s *session) onClientFrame(f http2.Frame) error {
 	case *http2.MetaHeadersFrame:
 		return s.onClientHeaders(f)
 	case *http2.WindowUpdateFrame:
-		return s.onWindowUpdate(c, f, s.streams, toClient)
+		return s.onWindowUpdate(c, f, nil)
 	case *http2.SettingsFrame:
 		if err := s.guard.idleFrame(); err != nil {
 			return err
 		}
-		return s.onSettings(c, f, s.streams, toClient)
+		return s.onSettings(c, f, nil)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			// Policed before it is answered (see floodGuard.ping).
@@ -393,7 +374,7 @@ func (s *session) onClientFrame(f http2.Frame) error {
 		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
 			s.goAway2 = true
 			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
-			if len(s.streams) == 0 {
+			if s.openCount() == 0 {
 				c.flushAndClose()
 			}
 		}
@@ -454,7 +435,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	s.lastCID = id
 	end := mh.StreamEnded()
-	if s.goAway2 || len(s.streams) >= relayMaxStreams {
+	if s.goAway2 || s.openCount() >= relayMaxStreams {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
@@ -476,7 +457,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	}
 	rt := pi.route
 	up := s.upstream(rt)
-	if uint32(len(up.streams)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
+	if uint32(s.openOn(up)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
@@ -484,15 +465,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	*st = stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
 		code: codes.Unknown, msg: "crishim: the call ended without a grpc-status"}
 	up.nextID += 2
-	if up.nextID > h2MaxStreamID {
-		s.retire(up) // out of stream IDs: the next call dials afresh
-	}
 	st.toUp.init(st, c, up.c, id, st.uid)
 	st.toClient.init(st, up.c, c, st.uid, id)
 	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, pi.observe
-	s.streams[id] = st
-	up.streams[st.uid] = st
-	s.newest, up.newest = st, st
+	s.open(st)
 	c.grow = c.br.Size() < ioBufSize
 	if st.observe != nil {
 		s.started = append(s.started, st.observe)
@@ -500,6 +476,12 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	up.c.writeHeaders(st.uid, mh.Fields, end)
 	if end {
 		st.toUp.srcEnded, st.toUp.dstEnded = true, true
+	}
+	if up.nextID > h2MaxStreamID {
+		// Out of stream IDs: the next call dials afresh. Only now, with
+		// this call open on it, or retiring would close the connection
+		// under it.
+		s.retire(up)
 	}
 	return nil
 }
@@ -660,31 +642,16 @@ func (s *session) finish(st *stream) {
 	}
 	st.toUp.drop()
 	st.toClient.drop()
-	delete(s.streams, st.cid)
+	s.forget(st)
 	up := st.up
-	delete(up.streams, st.uid)
-	if up.draining && len(up.streams) == 0 {
+	if up.draining && s.openOn(up) == 0 {
 		up.c.flushAndClose()
 	}
 	s.ended = append(s.ended, endedCall{observe: st.observe, method: st.method, start: st.start, code: st.code, msg: st.msg, route: st.route})
-	if s.goAway2 && len(s.streams) == 0 {
+	if s.goAway2 && s.openCount() == 0 {
 		s.client.flushAndClose()
 	}
 	s.spare = st
-}
-
-// newStream returns the stream of the last call that ended, or a new one.
-// A stream that ended is in no map and on no connection's blocked list
-// (drop took its flows off), and a handler that ended it is done with it
-// before it returns: only the next HEADERS from the client, handled later
-// under the same mu, takes it again. Reusing it spares an allocation of
-// 512 bytes that the garbage collector then frees on every call.
-func (s *session) newStream() *stream {
-	if st := s.spare; st != nil {
-		s.spare = nil
-		return st
-	}
-	return new(stream)
 }
 
 // retire stops new calls from using up; it closes when its calls are done.
@@ -696,7 +663,7 @@ func (s *session) retire(up *upstream) {
 		}
 		s.draining[up] = struct{}{}
 	}
-	if len(up.streams) == 0 {
+	if s.openOn(up) == 0 {
 		up.c.flushAndClose()
 	}
 }

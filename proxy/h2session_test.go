@@ -319,3 +319,88 @@ func TestHotFieldsShareLines(t *testing.T) {
 		t.Errorf("session's per-call fields end at byte %d, past three cache lines (%d)", end, lines)
 	}
 }
+
+// TestUpstreamOutOfStreamIDsRedials: the call that takes an upstream
+// connection's last stream ID is answered on it, and the next call dials a
+// new connection.
+func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, RelayH2, sock)
+	client := runtimeapi.NewRuntimeServiceClient(p.conn)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	p.server.relay.mu.Lock()
+	for s := range p.server.relay.sessions {
+		s.mu.Lock()
+		s.ups[routeRuntime].nextID = h2MaxStreamID
+		s.mu.Unlock()
+	}
+	p.server.relay.mu.Unlock()
+	for i := range 2 {
+		if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+			t.Fatalf("call %d after the last stream ID: %v", i+1, err)
+		}
+	}
+}
+
+// TestShutdownWaitsForTheOnlyCallInFlight: a graceful shutdown closes a
+// connection once its calls are done; a call alone in flight is the
+// session's newest, kept in no map, and must count.
+func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
+	sock := fakeSock(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
+		var f Frame
+		if err := ss.RecvMsg(&f); err != nil {
+			return err
+		}
+		close(started)
+		select {
+		case <-release:
+		case <-time.After(hangBound):
+		}
+		return ss.SendMsg(NewFrame([]byte("done")))
+	})
+	p := startProxy(t, RelayH2, sock)
+	c := dialRaw(t, p.sock)
+	c.callVersion(t, 1)
+	<-started
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+		defer cancel()
+		p.server.Shutdown(ctx)
+	}()
+	defer func() { <-shut }()
+	// The first GOAWAY comes with a PING; its ack brings the second,
+	// after which the connection closes as soon as no call is open.
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("before the second GOAWAY: %v", err)
+		}
+		if pf, ok := f.(*http2.PingFrame); ok && !pf.IsAck() {
+			if err := c.fr.WritePing(true, pf.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok && ga.LastStreamID == 1 {
+			break
+		}
+	}
+	close(release)
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the call in flight during a graceful shutdown was cut off: %v", err)
+		}
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+			return
+		}
+	}
+}

@@ -80,9 +80,9 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		s.client.writeHeaders(st.cid, f.Fields, false)
 		st.headersSent = true
 	case *http2.WindowUpdateFrame:
-		return s.onWindowUpdate(c, f, up.streams, toUpstream)
+		return s.onWindowUpdate(c, f, up)
 	case *http2.SettingsFrame:
-		return s.onSettings(c, f, up.streams, toUpstream)
+		return s.onSettings(c, f, up)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.ackPing(f.Data)
@@ -152,7 +152,7 @@ func (s *session) onUpstreamData(up *upstream, f *dataFrame) error {
 // not take are refused to the client (gRPC clients retry those at once, and
 // the retry dials afresh), the others finish on it.
 func (s *session) upstreamGoAway(up *upstream, last uint32) {
-	for _, st := range up.streams {
+	for st := range s.openStreams(up) {
 		if st.uid > last {
 			s.client.writeRST(st.cid, http2.ErrCodeRefusedStream)
 			st.toUp.dstEnded, st.toClient.srcEnded = true, true
@@ -172,7 +172,7 @@ func (s *session) upstreamGone(up *upstream, err error) {
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.EOF
 	}
-	for _, st := range up.streams {
+	for st := range s.openStreams(up) {
 		if st.toClient.srcEnded {
 			// The answer is complete and on its way to the client.
 			st.toUp.drop()
