@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -323,6 +324,10 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 // startCrishim runs crishim binary bin in front of the runtime on sock,
 // with its socket and log in dir under name.
 func startCrishim(bin, dir, name, sock string, args ...string) (*crishimproc.Process, error) {
+	bin, err := privateCopy(bin, dir, name)
+	if err != nil {
+		return nil, err
+	}
 	return crishimproc.Start(crishimproc.Options{
 		Binary:          bin,
 		Socket:          filepath.Join(dir, name+".sock"),
@@ -345,6 +350,10 @@ func startHelper(name, listen string, env []string, args ...string) (*helper, er
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	self, err = privateCopy(self, filepath.Dir(listen), strings.ReplaceAll(name, " ", "-"))
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), env...)

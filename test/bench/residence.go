@@ -141,5 +141,15 @@ func runResidence(w io.Writer, trace string, procs []string) error {
 		return fmt.Errorf("%s: %w", trace, err)
 	}
 	printResidence(w, res, names)
+	// A trace of the whole machine shows the threads being switched in
+	// too: then the turns around the windows (turns.go).
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	ts, err := turns(f, pids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", trace, err)
+	}
+	printTurns(w, ts, names)
 	return nil
 }

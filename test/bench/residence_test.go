@@ -49,3 +49,51 @@ func TestResidenceWindows(t *testing.T) {
 		}
 	}
 }
+
+// A turn splits at the read that brought bytes and the write that passed
+// them on; a turn the scheduler cut short is left out with its remainder,
+// and so is a turn that relayed nothing.
+func TestTurnParts(t *testing.T) {
+	trace := `
+ proxy  10/11  [000]  99.999990000:  raw_syscalls:sys_enter: NR 281 (6, 7c7448, 80, 0, 0, 0)
+ proxy  10/11  [000]  99.999991000:  sched:sched_switch: prev_comm=proxy prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=other next_pid=21 next_prio=120
+ other  20/21  [000]  100.000000000:  sched:sched_switch: prev_comm=other prev_pid=21 prev_prio=120 prev_state=S ==> next_comm=proxy next_pid=11 next_prio=120
+ proxy  10/11  [000]  100.000002000:  raw_syscalls:sys_exit: NR 281 = 1
+ proxy  10/11  [000]  100.000004000:  raw_syscalls:sys_enter: NR 0 (d, 7c7448, 40000, 0, 0, 0)
+ proxy  10/11  [000]  100.000005000:  raw_syscalls:sys_exit: NR 0 = 30
+ proxy  10/11  [000]  100.000012000:  raw_syscalls:sys_enter: NR 1 (e, 7c7448, 1e, 0, 0, 0)
+ proxy  10/11  [000]  100.000013000:  raw_syscalls:sys_exit: NR 1 = 30
+ proxy  10/11  [000]  100.000014000:  raw_syscalls:sys_enter: NR 0 (d, 7c7448, 40000, 0, 0, 0)
+ proxy  10/11  [000]  100.000014500:  raw_syscalls:sys_exit: NR 0 = -11
+ proxy  10/11  [000]  100.000016000:  sched:sched_switch: prev_comm=proxy prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=other next_pid=21 next_prio=120
+ other  20/21  [000]  100.000100000:  sched:sched_switch: prev_comm=other prev_pid=21 prev_prio=120 prev_state=S ==> next_comm=proxy next_pid=11 next_prio=120
+ proxy  10/11  [000]  100.000101000:  raw_syscalls:sys_enter: NR 0 (e, 7c7448, 40000, 0, 0, 0)
+ proxy  10/11  [000]  100.000102000:  raw_syscalls:sys_exit: NR 0 = 71
+ proxy  10/11  [000]  100.000103000:  raw_syscalls:sys_enter: NR 1 (d, 7c7448, 47, 0, 0, 0)
+ proxy  10/11  [000]  100.000104000:  raw_syscalls:sys_exit: NR 1 = 71
+ proxy  10/11  [000]  100.000105000:  sched:sched_switch: prev_comm=proxy prev_pid=11 prev_prio=120 prev_state=R ==> next_comm=other next_pid=21 next_prio=120
+ other  20/21  [000]  100.000110000:  sched:sched_switch: prev_comm=other prev_pid=21 prev_prio=120 prev_state=S ==> next_comm=proxy next_pid=11 next_prio=120
+ proxy  10/11  [000]  100.000112000:  raw_syscalls:sys_enter: NR 0 (e, 7c7448, 40000, 0, 0, 0)
+ proxy  10/11  [000]  100.000113000:  raw_syscalls:sys_exit: NR 0 = -11
+ proxy  10/11  [000]  100.000120000:  sched:sched_switch: prev_comm=proxy prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=other next_pid=21 next_prio=120
+ other  20/21  [000]  100.000200000:  sched:sched_switch: prev_comm=other prev_pid=21 prev_prio=120 prev_state=S ==> next_comm=proxy next_pid=11 next_prio=120
+ proxy  10/11  [000]  100.000201000:  raw_syscalls:sys_enter: NR 0 (d, 7c7448, 40000, 0, 0, 0)
+ proxy  10/11  [000]  100.000202000:  raw_syscalls:sys_exit: NR 0 = 30
+ proxy  10/11  [000]  100.000205000:  sched:sched_switch: prev_comm=proxy prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=other next_pid=21 next_prio=120
+`
+	res, err := turns(strings.NewReader(trace), map[int]bool{10: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hop{pid: 10, readFD: 13, wrtFD: 14}
+	if len(res) != 1 || len(res[h]) != 1 {
+		t.Fatalf("turns %+v, want one on %+v", res, h)
+	}
+	want := turnParts{head: 5 * time.Microsecond, body: 7 * time.Microsecond, write: time.Microsecond, tail: 3 * time.Microsecond}
+	got := res[h][0]
+	for _, d := range []time.Duration{got.head - want.head, got.body - want.body, got.write - want.write, got.tail - want.tail} {
+		if d < -time.Nanosecond || d > time.Nanosecond {
+			t.Fatalf("parts %+v, want %+v", got, want)
+		}
+	}
+}
