@@ -351,7 +351,8 @@ func startHelper(name, listen string, env []string, args ...string) (*helper, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	self, err = privateCopy(self, filepath.Dir(listen), strings.ReplaceAll(name, " ", "-"))
+	// Named after its socket, which names the backend too.
+	self, err = privateCopy(self, filepath.Dir(listen), strings.TrimSuffix(filepath.Base(listen), ".sock"))
 	if err != nil {
 		return nil, err
 	}
