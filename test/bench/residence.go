@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"regexp"
 	"slices"
@@ -49,18 +50,12 @@ func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) 
 	lastFD := map[int]int{}        // tid: fd of the system call entered
 	open := map[int]*window{}      // tid: bytes read, not yet written
 	out := map[hop][]time.Duration{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := perfLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+	for ev, err := range perfEvents(r) {
+		if err != nil {
+			return nil, err
 		}
-		pid, _ := strconv.Atoi(m[2])
-		tid, _ := strconv.Atoi(m[3])
-		t, _ := strconv.ParseFloat(m[5], 64)
-		event, rest := m[6], m[7]
-		switch event {
+		pid, tid, t, rest := ev.pid, ev.tid, ev.t, ev.rest
+		switch ev.event {
 		case "sched:sched_switch":
 			if s := switchOut.FindStringSubmatch(rest); s != nil {
 				prev, _ := strconv.Atoi(s[1])
@@ -95,7 +90,40 @@ func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) 
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// perfEvent is one line of `perf script --ns -F comm,pid,tid,cpu,time,event,trace`.
+type perfEvent struct {
+	pid, tid    int
+	t           float64 // seconds
+	event, rest string
+}
+
+// perfEvents yields the events of a perf script's output, skipping lines
+// that are not events; a read error comes last.
+func perfEvents(r io.Reader) iter.Seq2[perfEvent, error] {
+	return func(yield func(perfEvent, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			m := perfLine.FindStringSubmatch(sc.Text())
+			if m == nil {
+				continue
+			}
+			var ev perfEvent
+			ev.pid, _ = strconv.Atoi(m[2])
+			ev.tid, _ = strconv.Atoi(m[3])
+			ev.t, _ = strconv.ParseFloat(m[5], 64)
+			ev.event, ev.rest = m[6], m[7]
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(perfEvent{}, err)
+		}
+	}
 }
 
 // printResidence prints the p25 and p50 of each hop seen often enough to

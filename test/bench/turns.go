@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"regexp"
@@ -90,20 +89,15 @@ func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
 			tail:  sec(at - ev[last].t),
 		})
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := perfLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+	for ev, err := range perfEvents(r) {
+		if err != nil {
+			return nil, err
 		}
-		pid, _ := strconv.Atoi(m[2])
-		tid, _ := strconv.Atoi(m[3])
-		t, _ := strconv.ParseFloat(m[5], 64)
+		pid, tid, t, rest := ev.pid, ev.tid, ev.t, ev.rest
 		if pids[pid] {
 			ours[tid] = pid
 		}
-		switch event, rest := m[6], m[7]; event {
+		switch ev.event {
 		case "sched:sched_switch":
 			s := switchFull.FindStringSubmatch(rest)
 			if s == nil {
@@ -148,7 +142,7 @@ func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // printTurns prints the p50 of each part, per hop seen often enough.
