@@ -25,9 +25,9 @@ import (
 var perfLine = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$`)
 
 var (
-	sysEnter  = regexp.MustCompile(`^NR (\d+) \(([0-9a-f]+)`)
-	sysExit   = regexp.MustCompile(`^NR (\d+) = (-?\d+)`)
-	switchOut = regexp.MustCompile(`prev_pid=(\d+)`)
+	sysEnter = regexp.MustCompile(`^NR (\d+) \(([0-9a-f]+)`)
+	sysExit  = regexp.MustCompile(`^NR (\d+) = (-?\d+)`)
+	switched = regexp.MustCompile(`prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)`)
 )
 
 // hop is one direction through one proxy: the socket read and the socket
@@ -54,37 +54,32 @@ func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) 
 		if err != nil {
 			return nil, err
 		}
-		pid, tid, t, rest := ev.pid, ev.tid, ev.t, ev.rest
+		pid, tid, t := ev.pid, ev.tid, ev.t
 		switch ev.event {
 		case "sched:sched_switch":
-			if s := switchOut.FindStringSubmatch(rest); s != nil {
-				prev, _ := strconv.Atoi(s[1])
+			if prev, _, _, ok := ev.switched(); ok {
 				if w := open[prev]; w != nil {
 					w.switched = true
 				}
 			}
 		case "raw_syscalls:sys_enter":
-			s := sysEnter.FindStringSubmatch(rest)
-			if s == nil || !pids[pid] {
+			nr, fd, ok := ev.sysEnter()
+			if !ok || !pids[pid] {
 				continue
 			}
-			nr, _ := strconv.Atoi(s[1])
-			fd, _ := strconv.ParseInt(s[2], 16, 64)
-			lastFD[tid] = int(fd)
-			if w := open[tid]; nr == sysWrite && w != nil && w.fd != int(fd) {
+			lastFD[tid] = fd
+			if w := open[tid]; nr == sysWrite && w != nil && w.fd != fd {
 				delete(open, tid)
 				if !w.switched {
-					h := hop{pid: pid, readFD: w.fd, wrtFD: int(fd)}
+					h := hop{pid: pid, readFD: w.fd, wrtFD: fd}
 					out[h] = append(out[h], time.Duration((t-w.start)*1e9))
 				}
 			}
 		case "raw_syscalls:sys_exit":
-			s := sysExit.FindStringSubmatch(rest)
-			if s == nil || !pids[pid] {
+			nr, ret, ok := ev.sysExit()
+			if !ok || !pids[pid] {
 				continue
 			}
-			nr, _ := strconv.Atoi(s[1])
-			ret, _ := strconv.Atoi(s[2])
 			if fd, ok := lastFD[tid]; ok && nr == sysRead && ret > 0 {
 				open[tid] = &window{start: t, fd: fd}
 			}
@@ -98,6 +93,43 @@ type perfEvent struct {
 	pid, tid    int
 	t           float64 // seconds
 	event, rest string
+}
+
+// switched reads a sched:sched_switch event: the thread switched out, the
+// state it was left in (R: preempted, still runnable) and the thread
+// switched in.
+func (ev perfEvent) switched() (prev int, prevState string, next int, ok bool) {
+	m := switched.FindStringSubmatch(ev.rest)
+	if m == nil {
+		return 0, "", 0, false
+	}
+	prev, _ = strconv.Atoi(m[1])
+	next, _ = strconv.Atoi(m[3])
+	return prev, m[2], next, true
+}
+
+// sysEnter reads a raw_syscalls:sys_enter event: the call's number and its
+// first argument, the file descriptor of a read or a write.
+func (ev perfEvent) sysEnter() (nr, fd int, ok bool) {
+	m := sysEnter.FindStringSubmatch(ev.rest)
+	if m == nil {
+		return 0, 0, false
+	}
+	nr, _ = strconv.Atoi(m[1])
+	arg, _ := strconv.ParseInt(m[2], 16, 64)
+	return nr, int(arg), true
+}
+
+// sysExit reads a raw_syscalls:sys_exit event: the call's number and what
+// it returned.
+func (ev perfEvent) sysExit() (nr, ret int, ok bool) {
+	m := sysExit.FindStringSubmatch(ev.rest)
+	if m == nil {
+		return 0, 0, false
+	}
+	nr, _ = strconv.Atoi(m[1])
+	ret, _ = strconv.Atoi(m[2])
+	return nr, ret, true
 }
 
 // perfEvents yields the events of a perf script's output, skipping lines

@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -28,8 +26,6 @@ import (
 // and did not preempt the proxy. A turn cut short by preemption is left
 // out, and so is the rest of it after the thread is back, which starts in
 // the middle of the work. docs/performance.md has the commands.
-
-var switchFull = regexp.MustCompile(`prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)`)
 
 // turnParts are one turn's durations.
 type turnParts struct {
@@ -93,22 +89,20 @@ func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
 		if err != nil {
 			return nil, err
 		}
-		pid, tid, t, rest := ev.pid, ev.tid, ev.t, ev.rest
+		pid, tid, t := ev.pid, ev.tid, ev.t
 		if pids[pid] {
 			ours[tid] = pid
 		}
 		switch ev.event {
 		case "sched:sched_switch":
-			s := switchFull.FindStringSubmatch(rest)
-			if s == nil {
+			prev, state, next, ok := ev.switched()
+			if !ok {
 				continue
 			}
-			prev, _ := strconv.Atoi(s[1])
-			next, _ := strconv.Atoi(s[3])
 			if tr := open[prev]; tr != nil {
 				delete(open, prev)
 				switch {
-				case strings.HasPrefix(s[2], "R"):
+				case strings.HasPrefix(state, "R"):
 					broken[prev] = true
 				case broken[prev]:
 					delete(broken, prev)
@@ -120,23 +114,19 @@ func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
 				open[next] = &turn{in: t}
 			}
 		case "raw_syscalls:sys_enter":
-			s := sysEnter.FindStringSubmatch(rest)
-			if s == nil {
+			nr, fd, ok := ev.sysEnter()
+			if !ok {
 				continue
 			}
-			nr, _ := strconv.Atoi(s[1])
-			fd, _ := strconv.ParseInt(s[2], 16, 64)
-			lastFD[tid] = int(fd)
+			lastFD[tid] = fd
 			if tr := open[tid]; tr != nil {
-				tr.events = append(tr.events, turnEvent{t: t, enter: true, nr: nr, fd: int(fd)})
+				tr.events = append(tr.events, turnEvent{t: t, enter: true, nr: nr, fd: fd})
 			}
 		case "raw_syscalls:sys_exit":
-			s := sysExit.FindStringSubmatch(rest)
-			if s == nil {
+			nr, ret, ok := ev.sysExit()
+			if !ok {
 				continue
 			}
-			nr, _ := strconv.Atoi(s[1])
-			ret, _ := strconv.Atoi(s[2])
 			if tr := open[tid]; tr != nil {
 				tr.events = append(tr.events, turnEvent{t: t, nr: nr, fd: lastFD[tid], ret: ret})
 			}
