@@ -46,7 +46,7 @@ const (
 // The fields a small call touches come first, by who touches them: the
 // reader's, the writer's, then the flow-control state. Each call finds
 // them cold (other processes ran in between), so every cache line they
-// spread over is a miss on the call's path (TestH2connHotFieldsShareLines).
+// spread over is a miss on the call's path (TestHotFieldsShareLines).
 type h2conn struct {
 	// The reader's.
 	br  *bufio.Reader

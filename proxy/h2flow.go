@@ -53,10 +53,14 @@ func (f *flow) init(st *stream, src, dst *h2conn, srcID, dstID uint32) {
 	f.in = inWindow{avail: relayStreamWindow}
 }
 
-// toClient and toUpstream pick a stream's flow toward one side, for the
-// frames that side's connection sends about its windows.
-func toClient(st *stream) *flow   { return &st.toClient }
-func toUpstream(st *stream) *flow { return &st.toUp }
+// toward is st's flow toward up's connection (the client's if nil), for the
+// frames that connection sends about its windows.
+func (st *stream) toward(up *upstream) *flow {
+	if up == nil {
+		return &st.toClient
+	}
+	return &st.toUp
+}
 
 // onWindowUpdate opens a send window toward c, the connection of up (the
 // client's if nil): the connection's, or that of the stream with the
@@ -72,11 +76,11 @@ func (s *session) onWindowUpdate(c *h2conn, f *http2.WindowUpdateFrame, up *upst
 		s.unblock(c)
 		return nil
 	}
-	st, toward := s.streamOf(up, f.StreamID)
+	st := s.streamOn(up, f.StreamID)
 	if st == nil {
 		return nil
 	}
-	fl := toward(st)
+	fl := st.toward(up)
 	if !fl.out.add(inc) {
 		s.windowOverflow(c, st)
 		return nil
@@ -108,12 +112,8 @@ func (s *session) onSettings(c *h2conn, f *http2.SettingsFrame, up *upstream) er
 	if delta == 0 {
 		return nil
 	}
-	toward := toClient
-	if up != nil {
-		toward = toUpstream
-	}
 	for st := range s.openStreams(up) {
-		fl := toward(st)
+		fl := st.toward(up)
 		if !fl.out.add(delta) {
 			// RFC 9113 §6.9.2: an INITIAL_WINDOW_SIZE change that takes a
 			// window past 2^31-1 MUST be a connection error of type

@@ -50,13 +50,13 @@ func (up *upstream) stream(id uint32) *stream {
 	return up.streams[id]
 }
 
-// streamOf returns the open stream with ID id on up's connection (the
-// client's if nil), and the flow toward that connection.
-func (s *session) streamOf(up *upstream, id uint32) (*stream, func(*stream) *flow) {
+// streamOn returns the open stream with ID id on up's connection (the
+// client's if nil).
+func (s *session) streamOn(up *upstream, id uint32) *stream {
 	if up == nil {
-		return s.clientStream(id), toClient
+		return s.clientStream(id)
 	}
-	return up.stream(id), toUpstream
+	return up.stream(id)
 }
 
 // openCount is how many calls are open.
