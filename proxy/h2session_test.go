@@ -264,13 +264,8 @@ func (o *inFlight) Ended(codes.Code, time.Duration) {
 func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	obs := &inFlight{}
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2, Observe: obs})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: obs})
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	var wg sync.WaitGroup
 	for range 8 {
