@@ -91,6 +91,7 @@ func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) 
 // perfEvent is one line of `perf script --ns -F comm,pid,tid,cpu,time,event,trace`.
 type perfEvent struct {
 	pid, tid    int
+	cpu         int
 	t           float64 // seconds
 	event, rest string
 }
@@ -146,6 +147,7 @@ func perfEvents(r io.Reader) iter.Seq2[perfEvent, error] {
 			var ev perfEvent
 			ev.pid, _ = strconv.Atoi(m[2])
 			ev.tid, _ = strconv.Atoi(m[3])
+			ev.cpu, _ = strconv.Atoi(m[4])
 			ev.t, _ = strconv.ParseFloat(m[5], 64)
 			ev.event, ev.rest = m[6], m[7]
 			if !yield(ev, nil) {
@@ -211,5 +213,13 @@ func runResidence(w io.Writer, trace string, procs []string) error {
 		return fmt.Errorf("%s: %w", trace, err)
 	}
 	printTurns(w, ts, names)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	ws, err := wakes(f, pids)
+	if err != nil {
+		return fmt.Errorf("%s: %w", trace, err)
+	}
+	printWakes(w, ws, names)
 	return nil
 }
