@@ -163,16 +163,7 @@ func perfEvents(r io.Reader) iter.Seq2[perfEvent, error] {
 // printResidence prints the p25 and p50 of each hop seen often enough to
 // matter (a proxy's own pings and acks make rare hops).
 func printResidence(w io.Writer, res map[hop][]time.Duration, names map[int]string) {
-	hops := make([]hop, 0, len(res))
-	for h, ds := range res {
-		if len(ds) >= 100 {
-			hops = append(hops, h)
-		}
-	}
-	slices.SortFunc(hops, func(a, b hop) int {
-		return strings.Compare(fmt.Sprint(names[a.pid], a.readFD, a.wrtFD), fmt.Sprint(names[b.pid], b.readFD, b.wrtFD))
-	})
-	for _, h := range hops {
+	for _, h := range frequent(res, hopLabel(names)) {
 		ds := slices.Clone(res[h])
 		slices.Sort(ds)
 		fmt.Fprintf(w, "%s (pid %d) fd %d -> fd %d: %d windows, p25 %.1fµs, p50 %.1fµs\n", names[h.pid], h.pid, h.readFD, h.wrtFD,
@@ -198,28 +189,52 @@ func runResidence(w io.Writer, trace string, procs []string) error {
 		return err
 	}
 	defer f.Close()
-	res, err := residence(f, pids)
-	if err != nil {
-		return fmt.Errorf("%s: %w", trace, err)
-	}
-	printResidence(w, res, names)
 	// A trace of the whole machine shows the threads being switched in
-	// too: then the turns around the windows (turns.go).
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
+	// too: then the turns around the windows (turns.go) and the wake-ups
+	// the writes cause (wakes.go).
+	passes := []func(io.Reader) error{
+		func(r io.Reader) error {
+			res, err := residence(r, pids)
+			printResidence(w, res, names)
+			return err
+		},
+		func(r io.Reader) error {
+			ts, err := turns(r, pids)
+			printTurns(w, ts, names)
+			return err
+		},
+		func(r io.Reader) error {
+			ws, err := wakes(r, pids)
+			printWakes(w, ws, names)
+			return err
+		},
 	}
-	ts, err := turns(f, pids)
-	if err != nil {
-		return fmt.Errorf("%s: %w", trace, err)
+	for _, pass := range passes {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if err := pass(f); err != nil {
+			return fmt.Errorf("%s: %w", trace, err)
+		}
 	}
-	printTurns(w, ts, names)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	ws, err := wakes(f, pids)
-	if err != nil {
-		return fmt.Errorf("%s: %w", trace, err)
-	}
-	printWakes(w, ws, names)
 	return nil
+}
+
+// frequent returns the keys of res with values enough to matter (a
+// proxy's own pings and acks make rare hops), in the order of their
+// labels.
+func frequent[K comparable, V any](res map[K][]V, label func(K) string) []K {
+	keys := make([]K, 0, len(res))
+	for k, vs := range res {
+		if len(vs) >= 100 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b K) int { return strings.Compare(label(a), label(b)) })
+	return keys
+}
+
+// hopLabel orders hops by process name, then sockets.
+func hopLabel(names map[int]string) func(hop) string {
+	return func(h hop) string { return fmt.Sprint(names[h.pid], h.readFD, h.wrtFD) }
 }

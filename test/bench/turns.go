@@ -137,18 +137,10 @@ func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
 
 // printTurns prints the p50 of each part, per hop seen often enough.
 func printTurns(w io.Writer, res map[hop][]turnParts, names map[int]string) {
-	hops := make([]hop, 0, len(res))
-	for h, ts := range res {
-		if len(ts) >= 100 {
-			hops = append(hops, h)
-		}
-	}
+	hops := frequent(res, hopLabel(names))
 	if len(hops) == 0 {
 		return
 	}
-	slices.SortFunc(hops, func(a, b hop) int {
-		return strings.Compare(fmt.Sprint(names[a.pid], a.readFD, a.wrtFD), fmt.Sprint(names[b.pid], b.readFD, b.wrtFD))
-	})
 	fmt.Fprintln(w, "turns (whole-machine trace), p50 of each part:")
 	for _, h := range hops {
 		ts := res[h]

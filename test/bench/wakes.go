@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -108,18 +107,10 @@ func wakes(r io.Reader, pids map[int]bool) (map[wakeSource][]wake, error) {
 // printWakes prints, per socket written often enough to matter, how many
 // of the wake-ups went to the writer's CPU and the p50 delay each way.
 func printWakes(w io.Writer, res map[wakeSource][]wake, names map[int]string) {
-	srcs := make([]wakeSource, 0, len(res))
-	for s, ws := range res {
-		if len(ws) >= 100 {
-			srcs = append(srcs, s)
-		}
-	}
+	srcs := frequent(res, func(s wakeSource) string { return fmt.Sprint(names[s.pid], s.fd) })
 	if len(srcs) == 0 {
 		return
 	}
-	slices.SortFunc(srcs, func(a, b wakeSource) int {
-		return strings.Compare(fmt.Sprint(names[a.pid], a.fd), fmt.Sprint(names[b.pid], b.fd))
-	})
 	fmt.Fprintln(w, "wake-ups of the reader at the other end, from the write's return to its switch-in:")
 	for _, s := range srcs {
 		var same, other []time.Duration
