@@ -34,20 +34,7 @@ func TestResidenceWindows(t *testing.T) {
 		{pid: 10, readFD: 13, wrtFD: 14}: {8 * time.Microsecond},
 		{pid: 10, readFD: 14, wrtFD: 13}: {3500 * time.Nanosecond},
 	}
-	if len(res) != len(want) {
-		t.Fatalf("hops %v, want %v", res, want)
-	}
-	for h, ds := range want {
-		got := res[h]
-		if len(got) != len(ds) {
-			t.Fatalf("%+v: %v, want %v", h, got, ds)
-		}
-		for i := range ds {
-			if d := got[i] - ds[i]; d < -time.Nanosecond || d > time.Nanosecond {
-				t.Errorf("%+v: %v, want %v", h, got, ds)
-			}
-		}
-	}
+	checkPerKey(t, res, want, within1ns)
 }
 
 // A turn splits at the read that brought bytes and the write that passed
@@ -85,15 +72,37 @@ func TestTurnParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hop{pid: 10, readFD: 13, wrtFD: 14}
-	if len(res) != 1 || len(res[h]) != 1 {
-		t.Fatalf("turns %+v, want one on %+v", res, h)
+	want := map[hop][]turnParts{{pid: 10, readFD: 13, wrtFD: 14}: {
+		{head: 5 * time.Microsecond, body: 7 * time.Microsecond, write: time.Microsecond, tail: 3 * time.Microsecond},
+	}}
+	checkPerKey(t, res, want, func(a, b turnParts) bool {
+		return within1ns(a.head, b.head) && within1ns(a.body, b.body) && within1ns(a.write, b.write) && within1ns(a.tail, b.tail)
+	})
+}
+
+// checkPerKey fails t unless got has want's keys and no other, each with
+// as many values, equal by eq.
+func checkPerKey[K comparable, V any](t *testing.T, got, want map[K][]V, eq func(a, b V) bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
-	want := turnParts{head: 5 * time.Microsecond, body: 7 * time.Microsecond, write: time.Microsecond, tail: 3 * time.Microsecond}
-	got := res[h][0]
-	for _, d := range []time.Duration{got.head - want.head, got.body - want.body, got.write - want.write, got.tail - want.tail} {
-		if d < -time.Nanosecond || d > time.Nanosecond {
-			t.Fatalf("parts %+v, want %+v", got, want)
+	for k, ws := range want {
+		gs := got[k]
+		if len(gs) != len(ws) {
+			t.Fatalf("%+v: %v, want %v", k, gs, ws)
+		}
+		for i := range ws {
+			if !eq(gs[i], ws[i]) {
+				t.Errorf("%+v: %v, want %v", k, gs[i], ws[i])
+			}
 		}
 	}
+}
+
+// within1ns says whether two durations read from a trace's seconds are
+// the same, to its rounding.
+func within1ns(a, b time.Duration) bool {
+	d := a - b
+	return d >= -time.Nanosecond && d <= time.Nanosecond
 }

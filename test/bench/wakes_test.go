@@ -33,19 +33,5 @@ func TestWakesOfWrites(t *testing.T) {
 		{10, 14}: {{sameCPU: true, delay: 3 * time.Microsecond}},
 		{10, 13}: {{sameCPU: false, delay: 8 * time.Microsecond}},
 	}
-	if len(res) != len(want) {
-		t.Fatalf("wakes %v, want %v", res, want)
-	}
-	for src, ws := range want {
-		got := res[src]
-		if len(got) != len(ws) {
-			t.Fatalf("%v: wakes %v, want %v", src, got, ws)
-		}
-		for i := range ws {
-			d := got[i].delay - ws[i].delay
-			if got[i].sameCPU != ws[i].sameCPU || d < -time.Nanosecond || d > time.Nanosecond {
-				t.Errorf("%v: wake %v, want %v", src, got[i], ws[i])
-			}
-		}
-	}
+	checkPerKey(t, res, want, func(a, b wake) bool { return a.sameCPU == b.sameCPU && within1ns(a.delay, b.delay) })
 }
