@@ -40,6 +40,8 @@ type options struct {
 	fake         bool
 	only         *regexp.Regexp // nil: every workload
 	callTimeout  time.Duration
+	callLog      string
+	calls        *callLog // open while the run goes, if callLog is set
 }
 
 // wants says whether a workload (or "throughput", "leak check") is selected
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&o.streamMiB, "stream-mib", 256, "MiB per exec and port-forward transfer on the private containerd (0 skips streaming)")
 	flag.IntVar(&o.streamRounds, "stream-rounds", 7, "transfers per target for each streaming workload, direct and crishim alternating")
 	flag.BoolVar(&o.fake, "fake", true, "measure against the fake runtime")
+	flag.StringVar(&o.callLog, "call-log", "", "write each latency call's target and CLOCK_MONOTONIC start and end (ns) to this file; with --residence, read it to split those calls into segments (see docs/performance.md)")
 	flag.DurationVar(&o.callTimeout, "call-timeout", 0, "a deadline on every latency call, as the kubelet puts one (--runtime-request-timeout, 2m): each request then carries a grpc-timeout header of its own (0: none)")
 	only := flag.String("only", "", "run only the workloads whose name matches this regular expression (\"throughput\", \"leak check\" and the streaming names count as workloads)")
 	flag.Parse()
@@ -85,7 +88,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *residenceOf != "" {
-		if err := runResidence(os.Stdout, *residenceOf, flag.Args()); err != nil {
+		if err := runResidence(os.Stdout, *residenceOf, o.callLog, flag.Args()); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: --residence:", err)
 			os.Exit(2)
 		}
@@ -134,6 +137,22 @@ func progress(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options) (*report, error) {
+	if o.callLog == "" {
+		return runBackends(ctx, o)
+	}
+	calls, err := openCallLog(o.callLog)
+	if err != nil {
+		return nil, err
+	}
+	o.calls = calls
+	rep, err := runBackends(ctx, o)
+	if cerr := calls.close(); err == nil {
+		err = cerr
+	}
+	return rep, err
+}
+
+func runBackends(ctx context.Context, o options) (*report, error) {
 	dir, err := os.MkdirTemp("", "crishim-bench-")
 	if err != nil {
 		return nil, err
@@ -257,6 +276,9 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 	for _, t := range targets {
 		defer t.close()
+	}
+	for _, t := range targets {
+		t.calls = o.calls
 	}
 
 	for _, wl := range wls {

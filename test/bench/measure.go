@@ -21,6 +21,8 @@ type target struct {
 	conn *grpc.ClientConn
 	rt   runtimeapi.RuntimeServiceClient
 	pid  int // the proxy's process, 0 for direct
+	// calls, if set, records each latency call's span (--call-log).
+	calls *callLog
 }
 
 func dialTarget(name, sock string, pid int) (*target, error) {
@@ -105,11 +107,18 @@ func interleaved(ctx context.Context, targets []*target, c call, n int, timeout 
 		for range rounds {
 			shuffle()
 			for _, t := range order {
+				var mono int64
+				if t.calls != nil {
+					mono = monoNow()
+				}
 				start := time.Now()
 				if err := callWithin(ctx, c, t.rt, timeout); err != nil {
 					return nil, 0, fmt.Errorf("%s: %w", t.name, err)
 				}
 				out[t.name] = append(out[t.name], time.Since(start))
+				if t.calls != nil {
+					t.calls.record(t.name, mono, monoNow())
+				}
 			}
 			calls++
 		}

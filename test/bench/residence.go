@@ -171,15 +171,25 @@ func printResidence(w io.Writer, res map[hop][]time.Duration, names map[int]stri
 	}
 }
 
-func runResidence(w io.Writer, trace string, procs []string) error {
+// runResidence prints what --residence prints from trace, for the
+// processes procs names (NAME=PID); given a call log, also the segments of
+// the calls through the processes named after the log's targets, with
+// runtime=PID naming the runtime.
+func runResidence(w io.Writer, trace, callLogPath string, procs []string) error {
 	pids, names := map[int]bool{}, map[int]string{}
+	byName := map[string]int{}
+	runtime := 0
 	for _, p := range procs {
 		name, v, ok := strings.Cut(p, "=")
 		pid, err := strconv.Atoi(v)
 		if !ok || err != nil {
 			return fmt.Errorf("%q: want NAME=PID", p)
 		}
-		pids[pid], names[pid] = true, name
+		if name == "runtime" {
+			runtime = pid
+			continue
+		}
+		pids[pid], names[pid], byName[name] = true, name, pid
 	}
 	if len(pids) == 0 {
 		return fmt.Errorf("no process named: give NAME=PID arguments")
@@ -189,6 +199,15 @@ func runResidence(w io.Writer, trace string, procs []string) error {
 		return err
 	}
 	defer f.Close()
+	var calls []loggedCall
+	if callLogPath != "" {
+		if runtime == 0 {
+			return fmt.Errorf("--call-log: name the runtime too (runtime=PID)")
+		}
+		if calls, err = readCallLogFile(callLogPath); err != nil {
+			return err
+		}
+	}
 	// A trace of the whole machine shows the threads being switched in
 	// too: then the turns around the windows (turns.go) and the wake-ups
 	// the writes cause (wakes.go).
@@ -206,6 +225,14 @@ func runResidence(w io.Writer, trace string, procs []string) error {
 		func(r io.Reader) error {
 			ws, err := wakes(r, pids)
 			printWakes(w, ws, names)
+			return err
+		},
+		func(r io.Reader) error {
+			if calls == nil {
+				return nil
+			}
+			cs, err := segmentCalls(r, calls, byName, runtime)
+			printCalls(w, cs)
 			return err
 		},
 	}
