@@ -120,7 +120,6 @@ type ioEvent struct {
 // before the proxy's last read before its last write, that write, and the
 // call's end.
 func segmentCalls(r io.Reader, calls []loggedCall, procs map[string]int, runtime int) (map[string][][]time.Duration, error) {
-	const sysRead, sysWrite = 0, 1 // x86-64
 	watched := map[int]bool{runtime: true}
 	for _, pid := range procs {
 		watched[pid] = true

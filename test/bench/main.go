@@ -276,8 +276,6 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 	for _, t := range targets {
 		defer t.close()
-	}
-	for _, t := range targets {
 		t.calls = o.calls
 	}
 

@@ -21,6 +21,10 @@ import (
 // microsecond at a time on a noisy machine. docs/performance.md has the
 // perf command that writes the trace.
 
+// The numbers of read(2) and write(2) on x86-64, as raw_syscalls report
+// them.
+const sysRead, sysWrite = 0, 1
+
 // perfLine matches `perf script --ns -F comm,pid,tid,cpu,time,event,trace`.
 var perfLine = regexp.MustCompile(`^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s+(.*)$`)
 
@@ -46,9 +50,8 @@ type window struct {
 // residence reads a trace and returns, per hop of the given processes,
 // the residence times of the windows in which the thread kept its CPU.
 func residence(r io.Reader, pids map[int]bool) (map[hop][]time.Duration, error) {
-	const sysRead, sysWrite = 0, 1 // x86-64
-	lastFD := map[int]int{}        // tid: fd of the system call entered
-	open := map[int]*window{}      // tid: bytes read, not yet written
+	lastFD := map[int]int{}   // tid: fd of the system call entered
+	open := map[int]*window{} // tid: bytes read, not yet written
 	out := map[hop][]time.Duration{}
 	for ev, err := range perfEvents(r) {
 		if err != nil {

@@ -46,9 +46,8 @@ type turnEvent struct {
 // turns reads a whole-machine trace and returns, per hop of the given
 // processes, the parts of the turns that relayed bytes along it.
 func turns(r io.Reader, pids map[int]bool) (map[hop][]turnParts, error) {
-	const sysRead, sysWrite = 0, 1 // x86-64
-	ours := map[int]int{}          // tid: pid, for threads seen in our processes
-	lastFD := map[int]int{}        // tid: fd of the system call entered
+	ours := map[int]int{}   // tid: pid, for threads seen in our processes
+	lastFD := map[int]int{} // tid: fd of the system call entered
 	type turn struct {
 		in     float64
 		events []turnEvent

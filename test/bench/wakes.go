@@ -47,7 +47,6 @@ func (ev perfEvent) woken() (tid int, ok bool) {
 // processes write, the wake-ups their writes caused: the first thread of
 // another process each write woke, until it was switched in.
 func wakes(r io.Reader, pids map[int]bool) (map[wakeSource][]wake, error) {
-	const sysWrite = 1 // x86-64
 	type waiting struct {
 		src wakeSource
 		at  float64
