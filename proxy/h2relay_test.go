@@ -128,17 +128,25 @@ func TestSlowReaderIsHeldBackNotBuffered(t *testing.T) {
 
 // queuedBytes is what the relay holds waiting for windows.
 func (r *relay) queuedBytes() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	total := 0
-	for s := range r.sessions {
-		s.mu.Lock()
+	r.eachSession(func(s *session) {
 		for st := range s.openStreams(nil) {
 			total += st.toUp.queue.len() + st.toClient.queue.len()
 		}
+	})
+	return total
+}
+
+// eachSession calls f with every session of the relay, under the relay's
+// lock and the session's own.
+func (r *relay) eachSession(f func(*session)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := range r.sessions {
+		s.mu.Lock()
+		f(s)
 		s.mu.Unlock()
 	}
-	return total
 }
 
 func TestClientStreamingAndBidi(t *testing.T) {

@@ -323,13 +323,7 @@ func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 	if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	p.server.relay.mu.Lock()
-	for s := range p.server.relay.sessions {
-		s.mu.Lock()
-		s.ups[routeRuntime].nextID = h2MaxStreamID
-		s.mu.Unlock()
-	}
-	p.server.relay.mu.Unlock()
+	p.server.relay.eachSession(func(s *session) { s.ups[routeRuntime].nextID = h2MaxStreamID })
 	for i := range 2 {
 		if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 			t.Fatalf("call %d after the last stream ID: %v", i+1, err)
