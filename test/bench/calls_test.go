@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestCallLogRoundTrip(t *testing.T) {
 		t.Fatalf("calls %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i].target != want[i].target || got[i].start-want[i].start > 1e-9 || got[i].end-want[i].end > 1e-9 {
+		if got[i].target != want[i].target || math.Abs(got[i].start-want[i].start) > 1e-9 || math.Abs(got[i].end-want[i].end) > 1e-9 {
 			t.Errorf("call %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
