@@ -57,6 +57,7 @@ func main() {
 	pipeListen := flag.String("pipe-listen", "", "internal: run as the byte-copying pipe on this socket")
 	pipeBackend := flag.String("pipe-backend", "", "internal: the pipe's backend socket")
 	residenceOf := flag.String("residence", "", "print how long each proxy holds a call's bytes, from a perf trace in this file (see docs/performance.md); the arguments name the processes, NAME=PID")
+	combine := flag.Bool("combine", false, "combine the JSON reports (-o json) named as arguments: per workload, crishim's added/pipe and the --baseline difference over the runs (see docs/performance.md)")
 	fakeOnly := flag.String("serve-fake", "", "only serve the fake runtime on this socket until interrupted (for profiling crishim by hand)")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
 	flag.StringVar(&o.baseline, "baseline", "", "another crishim binary, measured in the same runs, interleaved call by call with the rest, so that two builds compare under the same noise (empty: none)")
@@ -86,6 +87,13 @@ func main() {
 	if o.streamMiB < 0 || o.streamRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --stream-mib must be 0 or more and --stream-rounds 1 or more")
 		os.Exit(2)
+	}
+	if *combine {
+		if err := runCombine(os.Stdout, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: --combine:", err)
+			os.Exit(2)
+		}
+		return
 	}
 	if *residenceOf != "" {
 		if err := runResidence(os.Stdout, *residenceOf, o.callLog, flag.Args()); err != nil {

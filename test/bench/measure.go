@@ -71,7 +71,7 @@ type call func(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error
 // two identical crishims, one run, differed by up to 28 µs on Version, and
 // the difference followed the order in which their connections were made,
 // not the process (docs/performance.md). So the rounds are cut into
-// connGenerations, and each starts with a new connection to every target,
+// generations, and each starts with a new connection to every target,
 // made and warmed in a fresh random order.
 //
 // timeout, when not 0, is put on every call as a deadline, as the kubelet
@@ -85,7 +85,7 @@ func interleaved(ctx context.Context, targets []*target, c call, n int, timeout 
 	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
 	order := slices.Clone(targets)
 	shuffle := func() { rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] }) }
-	gens := min(n, connGenerations)
+	gens := generations(n)
 	for g := range gens {
 		shuffle()
 		for _, t := range order {
@@ -126,9 +126,21 @@ func interleaved(ctx context.Context, targets []*target, c call, n int, timeout 
 	return out, calls, nil
 }
 
-// connGenerations is how many times interleaved connects anew (fewer
-// when it takes fewer samples).
-const connGenerations = 24
+// generations is how many times interleaved connects anew for n rounds:
+// one generation per roundsPerGeneration rounds, at least
+// minGenerations, at most one per round. The p50 of a target mixes its
+// generations' costs, which spread by about 11 µs, so the more of them,
+// the closer to their mean: with 24 of 125 rounds (3000 samples), two
+// crishims of one binary differed by up to 4.2 µs in four runs; with 120
+// of 25, by up to 1.9 µs in six (docs/performance.md, sixth pass).
+func generations(n int) int {
+	return min(n, max(minGenerations, n/roundsPerGeneration))
+}
+
+const (
+	minGenerations      = 24
+	roundsPerGeneration = 25
+)
 
 // callWithin makes one call, with a deadline of timeout unless it is 0.
 func callWithin(ctx context.Context, c call, rt runtimeapi.RuntimeServiceClient, timeout time.Duration) error {

@@ -55,7 +55,7 @@ func TestInterleavedCountsEveryCallAndReconnects(t *testing.T) {
 			if made[tg.name] != calls {
 				t.Errorf("n=%d: %s took %d calls, interleaved says %d", n, tg.name, made[tg.name], calls)
 			}
-			if want := min(n, connGenerations); len(conns[tg]) != want {
+			if want := generations(n); len(conns[tg]) != want {
 				t.Errorf("n=%d: %s used %d connections, want %d", n, tg.name, len(conns[tg]), want)
 			}
 		}

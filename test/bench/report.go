@@ -31,6 +31,12 @@ type latencyRow struct {
 	// added nothing measurable (0 or less: noise).
 	OverPipeP50 map[string]*float64 `json:"added_over_pipe_p50"`
 	OverPipeP99 map[string]*float64 `json:"added_over_pipe_p99"`
+	// The 95% interval of OverPipeP50 for crishim and the baseline, and of
+	// crishim's p50 minus the baseline's (µs), from the bootstrap over
+	// the run's connection generations (interval.go). Absent where the
+	// pipe added nothing in too many draws.
+	OverPipeP50Interval map[string]interval `json:"added_over_pipe_p50_95,omitempty"`
+	BaselineDiff        *interval           `json:"crishim_minus_baseline_p50_us_95,omitempty"`
 	// crishim's and the pipe's CPU time (user and system) per 1000 calls
 	// during the run, in milliseconds (at the 10 ms resolution of /proc):
 	// what each hop costs the machine, wake-ups included, which the
@@ -117,6 +123,21 @@ func (r *report) addLatency(backend, workload string, lat map[string][]time.Dura
 		row.OverPipeP50[name] = overPipe(row.AddedP50[name], row.AddedP50["pipe"])
 		row.OverPipeP99[name] = overPipe(row.AddedP99[name], row.AddedP99["pipe"])
 	}
+	rs := newResampler(lat, row.Samples)
+	row.OverPipeP50Interval = map[string]interval{}
+	for _, name := range []string{"crishim", "baseline"} {
+		if _, ok := lat[name]; !ok {
+			continue
+		}
+		if iv, ok := rs.overPipeInterval(name); ok {
+			row.OverPipeP50Interval[name] = iv
+		}
+	}
+	if _, ok := lat["baseline"]; ok {
+		if iv, ok := rs.diffInterval("crishim", "baseline"); ok {
+			row.BaselineDiff = &iv
+		}
+	}
 	perK := func(d time.Duration) float64 { return float64(d.Milliseconds()) * 1000 / float64(max(calls, 1)) }
 	row.CrishimCPUPer1000, row.PipeCPUPer1000 = perK(cpu["crishim"]), perK(cpu["pipe"])
 	row.BaselineCPUPer1000 = perK(cpu["baseline"])
@@ -139,6 +160,23 @@ func multiple(m *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", *m)
+}
+
+// multiples prints the 95% interval of a multiple, "-" for none.
+func multiples(ivs map[string]interval, name string) string {
+	iv, ok := ivs[name]
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f-%.2fx", iv.Lo, iv.Hi)
+}
+
+// micros prints the 95% interval of a difference in µs, "-" for none.
+func micros(iv *interval) string {
+	if iv == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f to %+.1fµs", iv.Lo, iv.Hi)
 }
 
 func (r *report) addThroughput(backend, workload, target string, perSec float64, cpuPer1000 time.Duration) {
@@ -181,11 +219,11 @@ func (r *report) print(w io.Writer, format string) error {
 	}
 	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\tpipe CPU/1000\t")
+	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\t95%\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\tpipe CPU/1000\t")
 	for _, l := range r.Latency {
-		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%s\t%s\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t%.0fms\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0fµs\t%.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%s\t%s\t%s\t%.0fµs\t%.0fµs\t%+.0fµs\t%.0fµs\t%.0fµs\t%+.0fµs\t%.2f\t%.0fms\t%.0fms\t\n",
 			l.Backend, l.Workload, l.P50["direct"], l.P99["direct"], l.P50["pipe"], l.P99["pipe"], l.AddedP50["pipe"],
-			l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"], multiple(l.OverPipeP50["crishim"]), multiple(l.OverPipeP99["crishim"]),
+			l.P50["crishim"], l.P99["crishim"], l.AddedP50["crishim"], l.Ratio["crishim"], multiple(l.OverPipeP50["crishim"]), multiples(l.OverPipeP50Interval, "crishim"), multiple(l.OverPipeP99["crishim"]),
 			l.P50["crishim-grpc"], l.P99["crishim-grpc"], l.AddedP50["crishim-grpc"],
 			l.P50["naive"], l.P99["naive"], l.AddedP50["naive"], l.Ratio["naive"], l.CrishimCPUPer1000, l.PipeCPUPer1000)
 	}
@@ -237,16 +275,17 @@ func (r *report) print(w io.Writer, format string) error {
 // workload, if there was one.
 func (r *report) printBaseline(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\tpipe added\tcrishim added\tadded/pipe\tbaseline added\tadded/pipe\tcrishim - baseline\tcrishim CPU/1000\tbaseline CPU/1000\t")
+	fmt.Fprintln(tw, "backend\tworkload\tpipe added\tcrishim added\tadded/pipe\t95%\tbaseline added\tadded/pipe\t95%\tcrishim - baseline\t95%\tcrishim CPU/1000\tbaseline CPU/1000\t")
 	rows := 0
 	for _, l := range r.Latency {
 		if _, ok := l.P50["baseline"]; !ok {
 			continue
 		}
 		rows++
-		fmt.Fprintf(tw, "%s\t%s\t%+.0fµs\t%+.0fµs\t%s\t%+.0fµs\t%s\t%+.1fµs\t%.0fms\t%.0fms\t\n",
-			l.Backend, l.Workload, l.AddedP50["pipe"], l.AddedP50["crishim"], multiple(l.OverPipeP50["crishim"]),
-			l.AddedP50["baseline"], multiple(l.OverPipeP50["baseline"]), l.P50["crishim"]-l.P50["baseline"],
+		fmt.Fprintf(tw, "%s\t%s\t%+.0fµs\t%+.0fµs\t%s\t%s\t%+.0fµs\t%s\t%s\t%+.1fµs\t%s\t%.0fms\t%.0fms\t\n",
+			l.Backend, l.Workload, l.AddedP50["pipe"], l.AddedP50["crishim"], multiple(l.OverPipeP50["crishim"]), multiples(l.OverPipeP50Interval, "crishim"),
+			l.AddedP50["baseline"], multiple(l.OverPipeP50["baseline"]), multiples(l.OverPipeP50Interval, "baseline"),
+			l.P50["crishim"]-l.P50["baseline"], micros(l.BaselineDiff),
 			l.CrishimCPUPer1000, l.BaselineCPUPer1000)
 	}
 	if rows == 0 {

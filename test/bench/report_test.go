@@ -34,8 +34,9 @@ func TestBaselineTableOnlyWithABaseline(t *testing.T) {
 	if err := with.printBaseline(&b); err != nil {
 		t.Fatal(err)
 	}
-	// crishim +70 (1.40x the pipe's +50), the baseline +90 (1.80x), 20 µs apart.
-	for _, want := range []string{"+70µs", "1.40x", "+90µs", "1.80x", "-20.0µs"} {
+	// crishim +70 (1.40x the pipe's +50), the baseline +90 (1.80x), 20 µs
+	// apart; every sample alike, so every interval is the number itself.
+	for _, want := range []string{"+70µs", "1.40x", "1.40-1.40x", "+90µs", "1.80x", "1.80-1.80x", "-20.0µs", "-20.0 to -20.0µs"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
