@@ -13,10 +13,13 @@ import (
 // A run's interval (interval.go) covers what its connections did, not
 // what a new set of processes does in the next run; a number as close to
 // a target as issue 15's is judged over runs. --combine reads the JSON
-// reports of several runs (-o json) and prints, per workload, crishim's
-// added/pipe and, with a --baseline, the difference of the two builds:
-// mean over the runs with the 95% interval of that mean (a bootstrap over
-// runs), median and range.
+// reports of several runs (-o json) and prints, per workload, each build's
+// added/pipe and, with a --baseline, the difference of the two builds,
+// build by build whatever slot each ran in (builds.go): mean over the
+// runs with the 95% interval of that mean (a bootstrap over runs), median
+// and range. Alternating the slots between runs cancels what a slot
+// itself costs: two crishims of one binary differed by +6.6 µs on average
+// on ListContainers 300 over eight runs (docs/performance.md, sixth pass).
 
 // spread summarizes one number over runs.
 type spread struct {
@@ -57,43 +60,46 @@ func mean(vs []float64) float64 {
 // combined is one workload over the runs that measured it.
 type combined struct {
 	Backend, Workload string
-	OverPipe          map[string]spread // "crishim", "baseline"
-	BaselineDiff      *spread           // crishim p50 - baseline p50, µs
+	OverPipe          map[string]spread // build "A" and build "B"
+	Diff              *spread           // A's p50 - B's, µs
 }
 
 // combineReports gathers the reports' latency rows by backend and
-// workload, in the order they first appear.
-func combineReports(reps []report) []combined {
+// workload, in the order they first appear, build by build (orient).
+func combineReports(reps []report, bs builds) []combined {
 	type key struct{ backend, workload string }
 	var order []key
 	overPipe := map[key]map[string][]float64{}
 	diffs := map[key][]float64{}
-	for _, r := range reps {
+	for i, r := range reps {
+		slots := map[string]string{"A": bs.slotOfA[i], "B": otherSlot(bs.slotOfA[i])}
 		for _, l := range r.Latency {
 			k := key{l.Backend, l.Workload}
 			if overPipe[k] == nil {
 				order = append(order, k)
 				overPipe[k] = map[string][]float64{}
 			}
-			for _, name := range []string{"crishim", "baseline"} {
-				if m := l.OverPipeP50[name]; m != nil {
-					overPipe[k][name] = append(overPipe[k][name], *m)
+			for side, slot := range slots {
+				if m := l.OverPipeP50[slot]; m != nil {
+					overPipe[k][side] = append(overPipe[k][side], *m)
 				}
 			}
-			if b, ok := l.P50["baseline"]; ok {
-				diffs[k] = append(diffs[k], l.P50["crishim"]-b)
+			a, okA := l.P50[slots["A"]]
+			b, okB := l.P50[slots["B"]]
+			if okA && okB {
+				diffs[k] = append(diffs[k], a-b)
 			}
 		}
 	}
 	var out []combined
 	for _, k := range order {
 		c := combined{Backend: k.backend, Workload: k.workload, OverPipe: map[string]spread{}}
-		for name, vals := range overPipe[k] {
-			c.OverPipe[name] = summarize(vals)
+		for side, vals := range overPipe[k] {
+			c.OverPipe[side] = summarize(vals)
 		}
 		if d := diffs[k]; len(d) > 0 {
 			s := summarize(d)
-			c.BaselineDiff = &s
+			c.Diff = &s
 		}
 		out = append(out, c)
 	}
@@ -109,23 +115,27 @@ func runCombine(w io.Writer, files []string) error {
 	if err != nil {
 		return err
 	}
+	bs, err := orient(reps)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "A: %s\nB: %s\n\n", bs.a, bs.b)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tworkload\truns\tcrishim added/pipe: mean\t95% of mean\tmedian\trange\tbaseline: mean\t95% of mean\tcrishim - baseline: mean\t95% of mean\t")
-	for _, c := range combineReports(reps) {
-		cr, ok := c.OverPipe["crishim"]
+	fmt.Fprintln(tw, "backend\tworkload\truns\tA added/pipe: mean\t95% of mean\tmedian\trange\tB: mean\t95% of mean\tA - B: mean\t95% of mean\t")
+	for _, c := range combineReports(reps, bs) {
+		a, ok := c.OverPipe["A"]
 		if !ok {
 			continue
 		}
-		base, diff, diffCI := "-", "-", "-"
-		baseCI := "-"
-		if b, ok := c.OverPipe["baseline"]; ok {
-			base, baseCI = fmt.Sprintf("%.3fx", b.Mean), fmt.Sprintf("%.2f-%.2fx", b.MeanCI.Lo, b.MeanCI.Hi)
+		b, bCI, diff, diffCI := "-", "-", "-", "-"
+		if s, ok := c.OverPipe["B"]; ok {
+			b, bCI = fmt.Sprintf("%.3fx", s.Mean), fmt.Sprintf("%.2f-%.2fx", s.MeanCI.Lo, s.MeanCI.Hi)
 		}
-		if d := c.BaselineDiff; d != nil {
+		if d := c.Diff; d != nil {
 			diff, diffCI = fmt.Sprintf("%+.1fµs", d.Mean), fmt.Sprintf("%+.1f to %+.1fµs", d.MeanCI.Lo, d.MeanCI.Hi)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3fx\t%.2f-%.2fx\t%.3fx\t%.2f-%.2fx\t%s\t%s\t%s\t%s\t\n", c.Backend, c.Workload, cr.Runs,
-			cr.Mean, cr.MeanCI.Lo, cr.MeanCI.Hi, cr.Median, cr.Min, cr.Max, base, baseCI, diff, diffCI)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3fx\t%.2f-%.2fx\t%.3fx\t%.2f-%.2fx\t%s\t%s\t%s\t%s\t\n", c.Backend, c.Workload, a.Runs,
+			a.Mean, a.MeanCI.Lo, a.MeanCI.Hi, a.Median, a.Min, a.Max, b, bCI, diff, diffCI)
 	}
 	return tw.Flush()
 }

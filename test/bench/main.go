@@ -166,7 +166,17 @@ func runBackends(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	rep := &report{Machine: machine()}
+	rep := &report{Machine: machine(), Builds: map[string]string{}}
+	for target, bin := range map[string]string{"crishim": o.crishim, "baseline": o.baseline} {
+		if bin == "" {
+			continue
+		}
+		id, err := buildID(bin)
+		if err != nil {
+			return nil, err
+		}
+		rep.Builds[target] = id
+	}
 
 	fakeSock := filepath.Join(dir, "fake.sock")
 	stopFake, err := serveFake(fakeSock)

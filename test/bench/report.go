@@ -91,13 +91,17 @@ type streamRow struct {
 }
 
 type report struct {
-	Machine    string          `json:"machine"`
-	Latency    []latencyRow    `json:"latency"`
-	Throughput []throughputRow `json:"throughput"`
-	Streaming  []streamRow     `json:"streaming,omitempty"`
-	RSS        []rssRow        `json:"rss"`
-	Leak       *leakReport     `json:"leak,omitempty"`
-	Notes      []string        `json:"notes,omitempty"`
+	Machine string `json:"machine"`
+	// Builds names the binary each crishim target ran ("crishim",
+	// "baseline"): its path and a hash of its bytes, so that runs with
+	// the two builds in alternating slots are combined build by build.
+	Builds     map[string]string `json:"builds,omitempty"`
+	Latency    []latencyRow      `json:"latency"`
+	Throughput []throughputRow   `json:"throughput"`
+	Streaming  []streamRow       `json:"streaming,omitempty"`
+	RSS        []rssRow          `json:"rss"`
+	Leak       *leakReport       `json:"leak,omitempty"`
+	Notes      []string          `json:"notes,omitempty"`
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
