@@ -44,8 +44,7 @@ func summarize(vals []float64) spread {
 		}
 		means[i] = mean(draw)
 	}
-	slices.Sort(means)
-	out.MeanCI = interval{Lo: means[int(0.025*float64(len(means)-1))], Hi: means[int(0.975*float64(len(means)-1))]}
+	out.MeanCI = middle95(means)
 	return out
 }
 

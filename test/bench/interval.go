@@ -92,8 +92,15 @@ func (r *resampler) interval(stat func() (float64, bool)) (iv interval, ok bool)
 	if len(vals) < bootstrapReps*9/10 {
 		return interval{}, false
 	}
+	return middle95(vals), true
+}
+
+// middle95 is the interval that holds the middle 95% of vals, which it
+// sorts.
+func middle95(vals []float64) interval {
 	slices.Sort(vals)
-	return interval{Lo: vals[int(0.025*float64(len(vals)-1))], Hi: vals[int(0.975*float64(len(vals)-1))]}, true
+	at := func(p float64) float64 { return vals[int(p*float64(len(vals)-1))] }
+	return interval{Lo: at(0.025), Hi: at(0.975)}
 }
 
 // overPipeInterval is the 95% interval of name's added p50 over the pipe's.
