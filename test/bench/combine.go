@@ -18,8 +18,9 @@ import (
 // build by build whatever slot each ran in (builds.go): mean over the
 // runs with the 95% interval of that mean (a bootstrap over runs), median
 // and range. Alternating the slots between runs cancels what a slot
-// itself costs: two crishims of one binary differed by +6.6 µs on average
-// on ListContainers 300 over eight runs (docs/performance.md, sixth pass).
+// itself costs: over sixteen runs with one binary in both slots, the
+// crishim slot was the slower by +0.6 to +3.4 µs on average, workload by
+// workload (docs/performance.md, sixth pass).
 
 // spread summarizes one number over runs.
 type spread struct {

@@ -131,8 +131,9 @@ func interleaved(ctx context.Context, targets []*target, c call, n int, timeout 
 // minGenerations, at most one per round. The p50 of a target mixes its
 // generations' costs, which spread by about 11 µs, so the more of them,
 // the closer to their mean: with 24 of 125 rounds (3000 samples), two
-// crishims of one binary differed by up to 4.2 µs in four runs; with 120
-// of 25, by up to 1.9 µs in six (docs/performance.md, sixth pass).
+// crishims of one binary differed by up to 4.2 µs on Version and
+// ContainerStatus in two runs; with 120 of 25, by up to 1.9 µs in three
+// (docs/performance.md, sixth pass).
 func generations(n int) int {
 	return min(n, max(minGenerations, n/roundsPerGeneration))
 }
