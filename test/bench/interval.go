@@ -28,8 +28,9 @@ type interval struct {
 	Hi float64 `json:"hi"`
 }
 
-// generationBounds are the ends of the generations in a target's samples:
-// interleaved takes generation g's samples from n*g/gens up to n*(g+1)/gens.
+// generationBounds are the ends of the generations in n rounds, and so in
+// a target's samples, one per round: interleaved runs generation g's
+// rounds from n*g/gens up to n*(g+1)/gens.
 func generationBounds(n int) []int {
 	gens := generations(n)
 	out := make([]int, gens)

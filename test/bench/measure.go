@@ -85,16 +85,18 @@ func interleaved(ctx context.Context, targets []*target, c call, n int, timeout 
 	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
 	order := slices.Clone(targets)
 	shuffle := func() { rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] }) }
-	gens := generations(n)
-	for g := range gens {
+	from := 0
+	for _, end := range generationBounds(n) {
 		shuffle()
 		for _, t := range order {
 			if err := t.redial(); err != nil {
 				return nil, 0, err
 			}
 		}
-		// The rounds spread evenly over the generations.
-		rounds := n*(g+1)/gens - n*g/gens
+		// The rounds spread evenly over the generations, cut where the
+		// intervals of the report draw them (generationBounds).
+		rounds := end - from
+		from = end
 		for range max(rounds/20, 5) {
 			shuffle()
 			for _, t := range order {
