@@ -75,7 +75,7 @@ func (r *resampler) p50(name string) float64 {
 		r.buf = append(r.buf, ds[from:r.bounds[g]]...)
 	}
 	slices.Sort(r.buf)
-	return us(r.buf[int(0.5*float64(len(r.buf)-1))])
+	return us(quantile(r.buf, 0.5))
 }
 
 // interval computes stat on bootstrapReps resamples and returns the middle
@@ -100,8 +100,7 @@ func (r *resampler) interval(stat func() (float64, bool)) (iv interval, ok bool)
 // sorts.
 func middle95(vals []float64) interval {
 	slices.Sort(vals)
-	at := func(p float64) float64 { return vals[int(p*float64(len(vals)-1))] }
-	return interval{Lo: at(0.025), Hi: at(0.975)}
+	return interval{Lo: quantile(vals, 0.025), Hi: quantile(vals, 0.975)}
 }
 
 // overPipeInterval is the 95% interval of name's added p50 over the pipe's.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -193,6 +194,11 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := int(p * float64(len(s)-1))
-	return s[i]
+	return quantile(s, p)
+}
+
+// quantile is the value at p (0 to 1) of sorted values, the lower of two
+// where p falls between them.
+func quantile[T cmp.Ordered](sorted []T, p float64) T {
+	return sorted[int(p*float64(len(sorted)-1))]
 }
