@@ -129,13 +129,13 @@ func runCombine(w io.Writer, files []string) error {
 		}
 		b, bCI, diff, diffCI := "-", "-", "-", "-"
 		if s, ok := c.OverPipe["B"]; ok {
-			b, bCI = fmt.Sprintf("%.3fx", s.Mean), fmt.Sprintf("%.2f-%.2fx", s.MeanCI.Lo, s.MeanCI.Hi)
+			b, bCI = fmt.Sprintf("%.3fx", s.Mean), s.MeanCI.multiples()
 		}
 		if d := c.Diff; d != nil {
-			diff, diffCI = fmt.Sprintf("%+.1fµs", d.Mean), fmt.Sprintf("%+.1f to %+.1fµs", d.MeanCI.Lo, d.MeanCI.Hi)
+			diff, diffCI = fmt.Sprintf("%+.1fµs", d.Mean), d.MeanCI.micros()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3fx\t%.2f-%.2fx\t%.3fx\t%.2f-%.2fx\t%s\t%s\t%s\t%s\t\n", c.Backend, c.Workload, a.Runs,
-			a.Mean, a.MeanCI.Lo, a.MeanCI.Hi, a.Median, a.Min, a.Max, b, bCI, diff, diffCI)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3fx\t%s\t%.3fx\t%s\t%s\t%s\t%s\t%s\t\n", c.Backend, c.Workload, a.Runs,
+			a.Mean, a.MeanCI.multiples(), a.Median, interval{Lo: a.Min, Hi: a.Max}.multiples(), b, bCI, diff, diffCI)
 	}
 	return tw.Flush()
 }

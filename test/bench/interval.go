@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -27,6 +28,12 @@ type interval struct {
 	Lo float64 `json:"lo"`
 	Hi float64 `json:"hi"`
 }
+
+// multiples prints an interval of multiples of the pipe's added latency.
+func (iv interval) multiples() string { return fmt.Sprintf("%.2f-%.2fx", iv.Lo, iv.Hi) }
+
+// micros prints an interval of differences in µs.
+func (iv interval) micros() string { return fmt.Sprintf("%+.1f to %+.1fµs", iv.Lo, iv.Hi) }
 
 // generationBounds are the ends of the generations in n rounds, and so in
 // a target's samples, one per round: interleaved runs generation g's

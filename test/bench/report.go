@@ -172,7 +172,7 @@ func multiples(ivs map[string]interval, name string) string {
 	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f-%.2fx", iv.Lo, iv.Hi)
+	return iv.multiples()
 }
 
 // micros prints the 95% interval of a difference in µs, "-" for none.
@@ -180,7 +180,7 @@ func micros(iv *interval) string {
 	if iv == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%+.1f to %+.1fµs", iv.Lo, iv.Hi)
+	return iv.micros()
 }
 
 func (r *report) addThroughput(backend, workload, target string, perSec float64, cpuPer1000 time.Duration) {
