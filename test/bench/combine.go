@@ -24,11 +24,10 @@ import (
 
 // spread summarizes one number over runs.
 type spread struct {
-	Runs     int      `json:"runs"`
-	Mean     float64  `json:"mean"`
-	MeanCI   interval `json:"mean_95"`
-	Median   float64  `json:"median"`
-	Min, Max float64
+	Runs         int
+	Mean, Median float64
+	MeanCI       interval
+	Min, Max     float64
 }
 
 // summarize needs at least one value.
