@@ -19,13 +19,7 @@ type oneRun struct {
 // writeReports writes each run's report with -o json, as the bench does.
 func writeReports(t *testing.T, runs []oneRun) []string {
 	t.Helper()
-	same := func(us int) []time.Duration {
-		out := make([]time.Duration, 30)
-		for i := range out {
-			out[i] = time.Duration(us) * time.Microsecond
-		}
-		return out
-	}
+	same := func(us int) []time.Duration { return constantGenerations(30, func(int) int { return us }) }
 	dir := t.TempDir()
 	var files []string
 	for i, run := range runs {
