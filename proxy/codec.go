@@ -34,8 +34,7 @@ func NewFrame(b []byte) *Frame {
 
 // codec relays *Frame values as raw bytes and encodes everything else as
 // protobuf, so one forced codec serves the raw handler and the intercepted,
-// decoded methods alike. Its name is "proto" so the content type on the wire
-// is the one every CRI peer expects.
+// decoded methods alike.
 type codec struct {
 	proto encoding.CodecV2
 }
@@ -44,7 +43,13 @@ func newCodec() codec {
 	return codec{proto: encoding.GetCodecV2(proto.Name)}
 }
 
-func (c codec) Name() string { return proto.Name }
+// Name is empty on purpose. A client's forced codec names the content
+// subtype: "proto" would make every call crishim sends to the runtime
+// "application/grpc+proto", while the kubelet's client sends plain
+// "application/grpc", and CRI-O (whose socket is served through cmux, which
+// matches that exact value) resets anything else. Empty gives the kubelet's
+// header. A server ignores the name: it answers in the caller's subtype.
+func (c codec) Name() string { return "" }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if f, ok := v.(*Frame); ok {
