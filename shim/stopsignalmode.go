@@ -35,8 +35,8 @@ func (g *signalling) decideStop(ctx context.Context) (mode, reason string, err e
 	if err != nil {
 		return "", "", err
 	}
-	native, why := honoursStopSignal.native("stop_signal", v.GetRuntimeName(), v.GetRuntimeVersion())
-	if native {
+	known, why := honoursStopSignal.lookup("stop_signal", v.GetRuntimeName(), v.GetRuntimeVersion())
+	if known == supportHonours {
 		return StopSignalNative, why, nil
 	}
 	if g.ctrd == nil {

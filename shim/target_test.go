@@ -41,7 +41,9 @@ func TestCreateContainerWithTarget(t *testing.T) {
 		{name: "target not running", mode: "native", req: targetRequest("pod1", "exited"), code: codes.FailedPrecondition, msg: "CONTAINER_EXITED, not running"},
 		{name: "target in another pod", mode: "native", req: targetRequest("pod2", "app"), code: codes.PermissionDenied, msg: "in pod sandbox pod1, not in pod2"},
 		{name: "emulate without containerd", mode: "emulate", req: targetRequest("pod1", "app"), code: codes.FailedPrecondition, msg: "--containerd-address is empty"},
-		{name: "auto, unknown runtime, no containerd", mode: "auto", runtime: "cri-o 1.30.0", req: targetRequest("pod1", "app"), code: codes.FailedPrecondition, msg: `runtime "cri-o" 1.30.0 is not known to honour TARGET`},
+		// CRI-O honours TARGET; like any runtime crishim does not know to
+		// ignore it, it is given TARGET and verified after start.
+		{name: "auto, CRI-O, no containerd", mode: "auto", runtime: "cri-o 1.34.0", req: targetRequest("pod1", "app"), wantPid: runtimeapi.NamespaceMode_TARGET, wantAnnotations: true},
 		{name: "auto, old containerd", mode: "auto", runtime: "containerd v1.4.13", req: targetRequest("pod1", "app"), code: codes.FailedPrecondition, msg: "ignores TARGET (honoured since 1.5)"},
 		{name: "auto, containerd 1.6", mode: "auto", runtime: "containerd 1.6.20~ds1", req: targetRequest("pod1", "app"), wantPid: runtimeapi.NamespaceMode_TARGET, wantAnnotations: true},
 		{name: "native", mode: "native", req: targetRequest("pod1", "app"), wantPid: runtimeapi.NamespaceMode_TARGET, wantAnnotations: true},
@@ -201,6 +203,9 @@ func TestStatusReportsPIDTargetMode(t *testing.T) {
 		{"auto", "containerd 1.6.20", "native", "containerd 1.6.20 honours TARGET (since 1.5)"},
 		{"auto", "containerd 1.4.0", "reject", "--containerd-address is empty"},
 		{"native", "cri-o 1.30", "native", "configured"},
+		// Not in the table: given TARGET and judged by what it does.
+		{"auto", "cri-o 1.34.0", "native", "cri-o 1.34.0 is not known to ignore TARGET: it is passed to the runtime and verified after start"},
+		{"auto", "containerd dev", "native", "verified after start"},
 		{"emulate", "containerd 1.6.20", "reject", "--containerd-address is empty"},
 	}
 	for _, tt := range tests {
@@ -220,24 +225,24 @@ func TestStatusReportsPIDTargetMode(t *testing.T) {
 	}
 }
 
-func TestTargetNative(t *testing.T) {
+func TestHonoursTargetLookup(t *testing.T) {
 	tests := []struct {
 		name, version string
-		want          bool
+		want          support
 	}{
-		{"containerd", "1.5.0", true},
-		{"containerd", "v1.6.20", true},
-		{"containerd", "1.6.20~ds1", true},
-		{"containerd", "2.0.0-rc.1", true},
-		{"containerd", "1.4.13", false},
-		{"containerd", "0.9", false},
-		{"containerd", "dev", false},
-		{"cri-o", "1.30.0", false},
-		{"", "", false},
+		{"containerd", "1.5.0", supportHonours},
+		{"containerd", "v1.6.20", supportHonours},
+		{"containerd", "1.6.20~ds1", supportHonours},
+		{"containerd", "2.0.0-rc.1", supportHonours},
+		{"containerd", "1.4.13", supportIgnores},
+		{"containerd", "0.9", supportIgnores},
+		{"containerd", "dev", supportUnknown},
+		{"cri-o", "1.30.0", supportUnknown},
+		{"", "", supportUnknown},
 	}
 	for _, tt := range tests {
-		if got, why := targetNative(tt.name, tt.version); got != tt.want || why == "" {
-			t.Errorf("targetNative(%q, %q) = %v, %q; want %v", tt.name, tt.version, got, why, tt.want)
+		if got, why := honoursTarget.lookup("TARGET", tt.name, tt.version); got != tt.want || why == "" {
+			t.Errorf("lookup(%q, %q) = %v, %q; want %v", tt.name, tt.version, got, why, tt.want)
 		}
 	}
 }

@@ -33,9 +33,16 @@ func (p *pidTarget) decide(ctx context.Context) (mode, reason string, err error)
 	if err != nil {
 		return "", "", err
 	}
-	native, why := targetNative(v.GetRuntimeName(), v.GetRuntimeVersion())
-	if native {
+	known, why := honoursTarget.lookup("TARGET", v.GetRuntimeName(), v.GetRuntimeVersion())
+	switch known {
+	case supportHonours:
 		return PIDTargetNative, why, nil
+	case supportUnknown:
+		// Whether a runtime honours TARGET shows in what it does: given
+		// TARGET, the container either shares its target's PID namespace
+		// after start or is stopped and refused (verify). Emulating instead
+		// would take the join away from a runtime that does it right (CRI-O).
+		return PIDTargetNative, v.GetRuntimeName() + " " + v.GetRuntimeVersion() + " is not known to ignore TARGET: it is passed to the runtime and verified after start", nil
 	}
 	if p.ctrd == nil {
 		return pidTargetReject, why + ", and the containerd API is disabled (--containerd-address is empty)", nil
