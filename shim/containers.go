@@ -24,16 +24,20 @@ func (s *Shim) containerMethods() []proxy.Method {
 		proxy.Unary(createContainerMethod, s.createContainer),
 		proxy.Unary(startContainerMethod, s.target.start),
 	}
+	// StopContainer is intercepted in every mode: a container created while
+	// crishim emulated its stop signal carries the annotation for life, and
+	// a crishim restarted with --stop-signal-mode native must still finish
+	// that stop its own way; relayed, a runtime that honours stop_signal
+	// would deliver the signal a second time. Its cost is one decode and one
+	// lookup per stop, not per status poll.
+	methods = append(methods, proxy.Unary(stopContainerMethod, s.stopIdempotent(s.signals.stop)))
 	// ContainerStatus is the kubelet's most frequent call: it stays on the
-	// raw relay, with its answer amended; when the runtime is told to handle
-	// stop_signal itself, it and StopContainer are not touched at all.
-	stopIntercepted := s.signals.configured != StopSignalNative
-	if stopIntercepted {
-		methods = append(methods,
-			proxy.Unary(stopContainerMethod, s.stopIdempotent(s.signals.stop)),
-			proxy.RewriteResponse(containerStatusMethod, s.signals.rewriteStatus))
+	// raw relay, with its answer amended unless the runtime is told to
+	// report stop_signal itself.
+	if s.signals.configured != StopSignalNative {
+		methods = append(methods, proxy.RewriteResponse(containerStatusMethod, s.signals.rewriteStatus))
 	}
-	return append(methods, s.idempotentMethods(stopIntercepted)...)
+	return append(methods, s.idempotentMethods()...)
 }
 
 // createContainer records the stop signal (when crishim emulates it), then

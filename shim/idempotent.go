@@ -23,14 +23,11 @@ const (
 
 // idempotentMethods are the relayed ones: only the status of the runtime's
 // answer is looked at, so their successful answers stay on the fast path.
-// StopContainer is among them unless crishim intercepts it (stop signals
-// emulated), when stopIdempotent wraps its handler instead.
-func (s *Shim) idempotentMethods(stopIntercepted bool) []proxy.Method {
+// StopContainer, which crishim intercepts (stop signals), has
+// stopIdempotent wrapped around its handler instead.
+func (s *Shim) idempotentMethods() []proxy.Method {
 	log := s.logger("idempotence")
 	names := []string{stopPodSandboxMethod, removeContainerMethod, removePodSandboxMethod}
-	if !stopIntercepted {
-		names = append(names, stopContainerMethod)
-	}
 	methods := make([]proxy.Method, 0, len(names))
 	for _, name := range names {
 		methods = append(methods, proxy.NotFoundIsOK(name, func(msg string) { s.notFoundIsOK(log, name, msg) }))

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
@@ -26,7 +29,10 @@ func TestStopSignalMode(t *testing.T) {
 		{"auto", "containerd v2.2.1", false, "pass-through", "ignores stop_signal (honoured since 2.3)"},
 		{"auto", "containerd v2.3.0", false, "native", "containerd v2.3.0 honours stop_signal (since 2.3)"},
 		{"auto", "containerd 3.0.0", false, "native", "honours stop_signal"},
-		{"auto", "cri-o 1.33.0", false, "pass-through", `runtime "cri-o" 1.33.0 is not known to honour stop_signal`},
+		{"auto", "cri-o 1.33.0", false, "native", "cri-o 1.33.0 honours stop_signal (since 1.33)"},
+		{"auto", "cri-o 1.34.0", false, "native", "honours stop_signal"},
+		{"auto", "cri-o 1.32.4", false, "pass-through", "cri-o 1.32.4 ignores stop_signal (honoured since 1.33)"},
+		{"auto", "youki-cri 0.1.0", false, "pass-through", `runtime "youki-cri" 0.1.0 is not known to honour stop_signal`},
 		{"auto", "containerd dev", false, "pass-through", `version "dev" is not a version crishim can compare`},
 		{"native", "containerd 1.6.20", false, "native", "configured"},
 		{"emulate", "containerd 2.3.0", true, "emulate", "configured: delivered at StopContainer"},
@@ -248,5 +254,38 @@ func TestNotifyRequestErrors(t *testing.T) {
 				t.Fatalf("Notify: %v; want InvalidArgument with %q", err, tt.msg)
 			}
 		})
+	}
+}
+
+// TestStopOfAnEmulatedContainerIsCrishimsInEveryMode: a container created
+// while crishim emulated its stop signal keeps crishim's annotation, and a
+// crishim restarted in any mode must finish its stop itself (the delivery
+// record says whether the signal went already). Relayed instead, a runtime
+// that honours stop_signal (containerd 2.3+) would send it a second time.
+func TestStopOfAnEmulatedContainerIsCrishimsInEveryMode(t *testing.T) {
+	for _, mode := range []string{StopSignalAuto, StopSignalNative, StopSignalEmulate} {
+		for _, relay := range []proxy.RelayMode{proxy.RelayH2, proxy.RelayGRPC} {
+			t.Run(mode+"/"+string(relay), func(t *testing.T) {
+				f := newTargetFake()
+				f.add("emulated", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+				f.containers["emulated"].annotations = map[string]string{StopSignalAnnotation: "SIGUSR1"}
+				m := metrics.NewSignals()
+				s := New(serveFakeRuntime(t, f), Options{StopSignalMode: mode, SignalMetrics: m})
+				rs := serveShim(t, s, relay)
+				if _, err := rs.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: "emulated", Timeout: 10}); err != nil {
+					t.Fatal(err)
+				}
+				// Without the containerd API crishim cannot deliver; what
+				// matters is that the stop was crishim's to decide.
+				want := `
+# HELP crishim_stop_signal_stops_total StopContainer calls for containers whose stop signal crishim emulates, by outcome (exited, killed, already_delivered, not_running, unemulated, delivery_failed).
+# TYPE crishim_stop_signal_stops_total counter
+crishim_stop_signal_stops_total{outcome="unemulated"} 1
+`
+				if err := testutil.CollectAndCompare(m, strings.NewReader(want), "crishim_stop_signal_stops_total"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 }
