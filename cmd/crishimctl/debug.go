@@ -64,6 +64,25 @@ code. --timeout bounds the calls to crishim and, without a terminal, the wait
 	return cmd
 }
 
+// debugImage is the image of a debug container: the one asked for, else
+// the target's own. user_specified_image carries the name a person gave, as
+// the kubelet and crictl send it: CRI-O refuses creates without it when a
+// signature policy is set, since the policy is matched on that name.
+func debugImage(asked string, target *runtimeapi.Container) *runtimeapi.ImageSpec {
+	if asked != "" {
+		return &runtimeapi.ImageSpec{Image: asked, UserSpecifiedImage: asked}
+	}
+	img := target.GetImageRef()
+	if img == "" {
+		img = target.GetImage().GetImage()
+	}
+	named := target.GetImage().GetUserSpecifiedImage()
+	if named == "" {
+		named = target.GetImage().GetImage()
+	}
+	return &runtimeapi.ImageSpec{Image: img, UserSpecifiedImage: named}
+}
+
 // debug creates a container in the target's pod that shares the target's
 // PID namespace (CRI NamespaceMode TARGET, the kubelet's ephemeral debug
 // container), starts it and shows what its command prints.
@@ -82,16 +101,9 @@ func debug(ctx context.Context, conn *grpc.ClientConn, o debugOptions, command [
 	if err != nil {
 		return err
 	}
-	img := o.image
-	if img == "" {
-		img = target.GetImageRef()
-		if img == "" {
-			img = target.GetImage().GetImage()
-		}
-	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: ctrName},
-		Image:    &runtimeapi.ImageSpec{Image: img},
+		Image:    debugImage(o.image, target),
 		Command:  command,
 		Labels:   map[string]string{"crishim.io/debug-target": target.GetId()},
 		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
