@@ -3,9 +3,21 @@ package shim
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
+
+// waiting is how many hold or wait for key.
+func (k *keyLock) waiting(key string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e := k.locks[key]; e != nil {
+		return e.refs
+	}
+	return 0
+}
 
 func TestKeyLock(t *testing.T) {
 	var k keyLock
@@ -29,8 +41,11 @@ func TestKeyLock(t *testing.T) {
 	}
 
 	// Waiters get the lock one at a time, in some order, after the owner.
+	// holders counts who is inside: a second holder at once is the bug.
+	var holders atomic.Int32
+	holders.Add(1) // this goroutine, holding "a"
 	var wg sync.WaitGroup
-	inside := 0
+	entered := 0
 	for range 8 {
 		wg.Add(1)
 		go func() {
@@ -40,14 +55,25 @@ func TestKeyLock(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			inside++ // the race detector catches two holders at once
+			if n := holders.Add(1); n != 1 {
+				t.Errorf("%d holders of one key at once", n)
+			}
+			entered++
+			runtime.Gosched() // give a wrongly admitted second holder its chance
+			holders.Add(-1)
 			unlock()
 		}()
 	}
+	// Release only once all eight wait on the key, so that a lock that
+	// admitted them while it is held is caught above.
+	for k.waiting("a") != 9 {
+		runtime.Gosched()
+	}
+	holders.Add(-1)
 	unlockA()
 	wg.Wait()
-	if inside != 8 {
-		t.Errorf("%d holders, want 8", inside)
+	if entered != 8 {
+		t.Errorf("%d holders, want 8", entered)
 	}
 	if len(k.locks) != 0 {
 		t.Errorf("%d entries left after every holder released", len(k.locks))
