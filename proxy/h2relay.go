@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,10 @@ type relay struct {
 	observe   CallObserver
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
-	local     *bufconn.Listener
-	grpc      *grpc.Server
+	// blockTimeout is headerBlockTimeout but in tests.
+	blockTimeout time.Duration
+	local        *bufconn.Listener
+	grpc         *grpc.Server
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
@@ -58,6 +61,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		},
 	}
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
+	r.blockTimeout = cmp.Or(opts.headerBlockTimeout, headerBlockTimeout)
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true

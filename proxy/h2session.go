@@ -134,6 +134,7 @@ func newSession(r *relay, nc net.Conn) *session {
 	s.client.writeOurSettings(true)
 	s.conns = []*h2conn{s.client}
 	s.client.tap = &continuationTap{}
+	s.client.hr.blockTimeout = r.blockTimeout
 	return s
 }
 
@@ -421,6 +422,11 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 			return nil // a stream crishim already ended
 		}
 		// Trailers from the client: legal, though gRPC clients send none.
+		if mh.Truncated {
+			s.listTooLong(id)
+			s.abort(st, http2.ErrCodeFrameSize, codes.Internal, "crishim: the client's trailers are over the header list size limit")
+			return nil
+		}
 		if !mh.StreamEnded() || st.toUp.srcEnded {
 			// RFC 9113 §8.1: a second HEADERS without END_STREAM, or after
 			// it, MUST be treated as malformed: a stream error of type
@@ -439,11 +445,16 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
+	if mh.Truncated {
+		s.listTooLong(id)
+		c.writeRST(id, http2.ErrCodeFrameSize)
+		return nil
+	}
 	path := mh.PseudoValue("path")
-	if path == "" || mh.Truncated {
+	if path == "" {
 		// RFC 9113 §8.3.1: a request without :path is malformed, a stream
 		// error of type PROTOCOL_ERROR (§8.1.1).
-		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path, or its headers truncated")
+		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path")
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
@@ -534,6 +545,18 @@ func (s *session) onClientData(f *dataFrame) error {
 	fl.forward(data, f.StreamEnded())
 	s.settle(st)
 	return nil
+}
+
+// listTooLong counts a client's header block over maxHeaderListSize on
+// stream id, which the caller resets. The block was decoded no further
+// than the limit (see headerReader). grpc-go's server answers such a
+// request with RST_STREAM(FRAME_SIZE_ERROR) (http2_server.go,
+// operateHeaders), and so does crishim; a grpc-go client, told the limit
+// by SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), does not send it but
+// fails the call with Internal.
+func (s *session) listTooLong(id uint32) {
+	s.protocolError(s.client, reasonHeaders, http2.ErrCodeFrameSize, id,
+		fmt.Sprintf("a header list over %d bytes", maxHeaderListSize))
 }
 
 // resetClient answers a malformed frame on one stream.
