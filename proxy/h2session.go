@@ -54,6 +54,8 @@ type session struct {
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	guard    floodGuard
 	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
+	// goAwayTimer sends GOAWAY(lastCID) if the PING's ack is late.
+	goAwayTimer *time.Timer
 
 	ctx    context.Context // ends dials when the session ends
 	cancel context.CancelFunc
@@ -115,6 +117,13 @@ type stream struct {
 // shutdownPing tells the PING ack that ends the first phase of a graceful
 // GOAWAY apart from others.
 var shutdownPing = [8]byte{'c', 'r', 'i', 's', 'h', 'i', 'm', '!'}
+
+// goAwayTimeout bounds how long the second GOAWAY of a graceful close
+// waits for the client's ack of the PING sent with the first: until it
+// goes, the client may still open streams, so a client that never acks
+// (stuck, or hostile) would hold shutdown until its deadline. grpc-go's
+// server waits 5 s the same way (http2_server.go, outgoingGoAwayHandler).
+const goAwayTimeout = 5 * time.Second
 
 // handshakeTimeout bounds how long a connection may take to send its
 // preface; it only keeps a silent peer from holding a goroutine forever.
@@ -253,6 +262,9 @@ func (s *session) teardown() {
 	// writing under mu.
 	s.kill()
 	s.mu.Lock()
+	if s.goAwayTimer != nil {
+		s.goAwayTimer.Stop()
+	}
 	for st := range s.openStreams(nil) {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
@@ -336,17 +348,38 @@ func (s *session) report(ended []endedCall) {
 
 // goAway starts a graceful close: GOAWAY with the highest stream ID and a
 // PING, then, once the PING comes back (every stream the client sent before
-// is known by then), GOAWAY with the real last stream ID. Calls in flight go
-// on; the connection closes when the last one ends.
+// is known by then) or goAwayTimeout has passed, GOAWAY with the real last
+// stream ID. Calls in flight go on; the connection closes when the last one
+// ends.
 func (s *session) goAway() {
 	s.mu.Lock()
 	if !s.goAway1 {
 		s.goAway1 = true
 		s.client.writeGoAway(h2MaxStreamID, http2.ErrCodeNo, "")
 		s.client.writePing(false, shutdownPing)
+		s.goAwayTimer = time.AfterFunc(s.r.goAwayTimeout, func() {
+			s.mu.Lock()
+			s.lastGoAway()
+			s.mu.Unlock()
+			s.client.flush()
+		})
 	}
 	s.mu.Unlock()
 	s.client.flush()
+}
+
+// lastGoAway sends the second GOAWAY of a graceful close, once: from now on
+// new streams are refused. Callers hold mu.
+func (s *session) lastGoAway() {
+	if s.goAway2 {
+		return
+	}
+	s.goAway2 = true
+	s.goAwayTimer.Stop()
+	s.client.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
+	if s.openCount() == 0 {
+		s.client.flushAndClose()
+	}
 }
 
 func (s *session) onClientFrame(f http2.Frame) error {
@@ -372,12 +405,8 @@ func (s *session) onClientFrame(f http2.Frame) error {
 			if err := s.guard.ping(c.ackPing(f.Data)); err != nil {
 				return err
 			}
-		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
-			s.goAway2 = true
-			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
-			if s.openCount() == 0 {
-				c.flushAndClose()
-			}
+		} else if f.Data == shutdownPing && s.goAway1 {
+			s.lastGoAway()
 		}
 	case *http2.RSTStreamFrame:
 		if err := s.guard.idleFrame(); err != nil {

@@ -37,6 +37,7 @@ type ServerOptions struct {
 
 	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
 	headerBlockTimeout time.Duration // headerBlockTimeout
+	goAwayTimeout      time.Duration // goAwayTimeout
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
