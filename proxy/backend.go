@@ -92,6 +92,9 @@ func dialUnix(path string, maxMsg int, sh stats.Handler) (*grpc.ClientConn, erro
 			grpc.MaxCallRecvMsgSize(maxMsg),
 			grpc.MaxCallSendMsgSize(maxMsg),
 		),
+		// A runtime's answer is held to the limit of crishim's server
+		// side: it goes back to a client there.
+		grpc.WithMaxHeaderListSize(maxHeaderListSize),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}),
 		// An idle channel would make the next kubelet call pay for a reconnect.
 		grpc.WithIdleTimeout(0),

@@ -27,8 +27,8 @@ import (
 // headers and trailers, with room for a second method's request.
 const memoEntries = 4
 
-// maxMemoBlock bounds the blocks the decode memo keeps: one byte per
-// indexed field, and a gRPC call has about ten.
+// maxMemoBlock bounds the blocks the memos keep: one byte per indexed
+// field, and a gRPC call has about ten.
 const maxMemoBlock = 32
 
 // indexedOnly says whether block is made only of indexed fields whose
@@ -116,10 +116,15 @@ func (m *encodeMemo) lookup(fields []hpack.HeaderField) []byte {
 }
 
 // encoded records what fields encoded to; indexedOnly says whether every
-// field came out as an index, which left the table as it was.
+// field came out as an index, which left the table as it was. A list
+// longer than any gRPC call's is not kept: the memo would hold it for the
+// connection's life.
 func (m *encodeMemo) encoded(fields []hpack.HeaderField, block []byte, indexedOnly bool) {
 	if !indexedOnly {
 		m.gen++
+		return
+	}
+	if len(block) > maxMemoBlock {
 		return
 	}
 	e := &m.entries[m.next]

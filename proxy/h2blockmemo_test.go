@@ -71,7 +71,7 @@ func TestDecodeMemoAnswersAsTheDecoderWould(t *testing.T) {
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	ref := hpack.NewDecoder(4096, nil)
-	hr := newHeaderReader()
+	hr := newHeaderReader(func(bool) {})
 	rfr := http2.NewFramer(nil, &wire)
 	rfr.SetMaxReadFrameSize(1 << 20)
 	hits := 0

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -130,7 +131,7 @@ func (c *h2conn) initFramer() {
 	// Header blocks are decoded into fields by hr (see readFrame); the
 	// payload of other frames is only valid until the next read, which
 	// suits a relay that copies each payload onward at once.
-	c.hr = newHeaderReader()
+	c.hr = newHeaderReader(c.blockDeadline)
 	c.fr.SetReuseFrames()
 	c.enc = hpack.NewEncoder(&c.hbuf)
 }
@@ -235,6 +236,7 @@ func (c *h2conn) growBuffers() {
 // readFrame reads the next frame, HEADERS as one *http2.MetaHeadersFrame
 // with its CONTINUATIONs; the frame is valid until the next read.
 func (c *h2conn) readFrame() (http2.Frame, error) {
+	c.hr.trim()
 	if c.br.Buffered() < 9 {
 		// Wait here rather than in the framer, so that the first frame
 		// of a read can take the fast path too.
@@ -248,9 +250,38 @@ func (c *h2conn) readFrame() (http2.Frame, error) {
 	return c.hr.readFrame(c.fr)
 }
 
-// maxHeaderListSize is grpc-go's default; metadata beyond it is refused by
-// the peers anyway.
-const maxHeaderListSize = 16 << 20
+// blockDeadline puts a deadline on the reads of the rest of a header block
+// (on), or lifts it.
+func (c *h2conn) blockDeadline(on bool) {
+	var t time.Time
+	if on {
+		t = time.Now().Add(c.hr.blockTimeout)
+	}
+	if c.nc != nil {
+		_ = c.nc.SetReadDeadline(t)
+	}
+}
+
+// maxHeaderListSize bounds the header lists crishim takes from clients and
+// runtimes (as RFC 9113 §6.5.2 counts them: each field's name and value
+// and 32 bytes), and is advertised to both as SETTINGS_MAX_HEADER_LIST_SIZE.
+// A CRI call's headers or trailers are a few hundred bytes; grpc-go's
+// default is 16 MiB, which it is lowering to 8 KiB
+// (GRPC_GO_EXPERIMENTAL_ENABLE_8KB_DEFAULT_HEADER_LIST_SIZE), and a peer
+// that sent megabytes made crishim hold them per connection. Both relays
+// refuse a larger list as grpc-go refuses one over its limit.
+const maxHeaderListSize = 16 << 10
+
+// headerBlockTimeout bounds how long a header block may stay unfinished
+// (HEADERS without END_HEADERS, its CONTINUATIONs to come): RFC 9113 §6.10
+// lets no other frame in meanwhile, so the connection is stuck until then.
+// A peer writes a block at once, so seconds are generous.
+const headerBlockTimeout = 5 * time.Second
+
+// maxKeptHeaderBuf bounds the encoded block a connection keeps for the
+// next one (hbuf): a CRI call's is a few hundred bytes; a bigger one, up
+// to maxHeaderListSize and a little, is let go once written.
+const maxKeptHeaderBuf = 4 << 10
 
 // frameReady says whether a whole frame is already buffered, so that reading
 // it will not block. The reader flushes what it wrote before it blocks: that
@@ -351,9 +382,13 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 		c.writeFrameLocked(typ, f, id, block[:n])
 		block = block[n:]
 		if len(block) == 0 {
-			return
+			break
 		}
 		typ, flags = http2.FrameContinuation, 0
+	}
+	if c.hbuf.Cap() > maxKeptHeaderBuf {
+		// The memo holds a copy, the write buffer has the bytes.
+		c.hbuf = bytes.Buffer{}
 	}
 }
 

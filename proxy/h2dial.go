@@ -19,6 +19,7 @@ func (s *session) upstream(rt route) *upstream {
 		return up
 	}
 	up := &upstream{c: newDialingH2conn(), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
+	up.c.hr.blockTimeout = s.r.blockTimeout
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

@@ -3,7 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
@@ -22,7 +24,14 @@ import (
 // pseudo-headers first, known, not repeated and not mixing request and
 // response (a stream error), the header list size (the block is truncated,
 // and a block far over the limit, or a CONTINUATION after an invalid field,
-// is a connection error), and HPACK errors (COMPRESSION_ERROR).
+// is a connection error), and HPACK errors (COMPRESSION_ERROR). A block
+// whose CONTINUATIONs do not come within blockTimeout is a connection
+// error too.
+//
+// What it keeps between blocks is bounded whatever the peer sends: the
+// decoder's table (4 KiB) and its buffer for a string cut across frames
+// (at most twice maxHeaderListSize), and a field slice of at most
+// maxKeptFields.
 type headerReader struct {
 	dec  *hpack.Decoder
 	mh   http2.MetaHeadersFrame
@@ -32,6 +41,10 @@ type headerReader struct {
 	// fields holds what a block decodes to, reused from block to block;
 	// a block the memo knows is answered with the memo's fields instead.
 	fields []hpack.HeaderField
+	// deadline puts blockTimeout on the reads of a block's CONTINUATIONs
+	// (true) or lifts it (false).
+	deadline     func(on bool)
+	blockTimeout time.Duration
 
 	// The block being decoded.
 	headersLeft, trailersLeft uint32
@@ -39,8 +52,13 @@ type headerReader struct {
 	invalid                   error
 }
 
-func newHeaderReader() *headerReader {
-	h := &headerReader{dec: hpack.NewDecoder(4096, nil)}
+// maxKeptFields is the most fields a connection keeps room for between
+// blocks: a gRPC call's blocks have about ten, and the room a bigger one
+// took is let go at the next block.
+const maxKeptFields = 64
+
+func newHeaderReader(deadline func(on bool)) *headerReader {
+	h := &headerReader{dec: hpack.NewDecoder(4096, nil), deadline: deadline, blockTimeout: headerBlockTimeout}
 	h.emit = h.field
 	h.dec.SetEmitFunc(h.emit)
 	h.dec.SetMaxStringLength(maxHeaderListSize)
@@ -91,6 +109,12 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 		}
 	}
 	first, whole := frag, ended
+	if !whole {
+		// RFC 9113 §6.10: no other frame may come until the block ends,
+		// so a peer that never ends it would hold the connection: the
+		// whole block gets blockTimeout.
+		h.deadline(true)
+	}
 	for {
 		// A block far over the size limit is not decoded at all, nor is
 		// anything after an invalid field (whose size is not counted).
@@ -103,12 +127,14 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 		if ended {
 			break
 		}
-		f, err := fr.ReadFrame()
+		cf, err := h.continuation(fr)
 		if err != nil {
 			return nil, err
 		}
-		cf := f.(*http2.ContinuationFrame) // the framer checks the order
 		frag, ended = cf.HeaderBlockFragment(), cf.HeadersEnded()
+	}
+	if !whole {
+		h.deadline(false)
 	}
 	if err := h.dec.Close(); err != nil {
 		return nil, http2.ConnectionError(http2.ErrCodeCompression)
@@ -125,6 +151,28 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: h.invalid}
 	}
 	return mh, nil
+}
+
+// trim lets go of the room a big block's fields took, once the frame that
+// used them is done with (the next read): a connection that sent one big
+// block and then idles must not keep it.
+func (h *headerReader) trim() {
+	if cap(h.fields) > maxKeptFields {
+		h.fields, h.mh.Fields = nil, nil
+	}
+}
+
+// continuation reads the next CONTINUATION of a block.
+func (h *headerReader) continuation(fr *http2.Framer) (*http2.ContinuationFrame, error) {
+	f, err := fr.ReadFrame()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		detail := fmt.Sprintf("a header block unfinished after %v", h.blockTimeout)
+		return nil, protoError{code: http2.ErrCodeProtocol, reason: reasonHeaders, detail: detail, debug: "crishim: " + detail}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.(*http2.ContinuationFrame), nil // the framer checks the order
 }
 
 // field takes in one decoded field.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -137,7 +138,7 @@ func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
 		// ones would cost the decoder a copy per fragment, which takes
 		// long under the race detector), over the whole list limit.
 		value := strings.Repeat("v", 8<<10)
-		for range maxHeaderListSize/len(value) + 1 {
+		for range 4 * maxHeaderListSize / len(value) {
 			c.buf.WriteByte(0) // literal without indexing, new name
 			c.buf.Write(hpackString("x-big"))
 			c.buf.Write(hpackString(value))
@@ -145,6 +146,73 @@ func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
 		go c.writeRaw(1, c.buf.Bytes(), 1<<14)
 		c.expectGoAway(t, http2.ErrCodeProtocol)
 	})
+	t.Run("just over the size limit", func(t *testing.T) {
+		// As grpc-go's server answers it: RST_STREAM(FRAME_SIZE_ERROR),
+		// and the connection serves on.
+		c := dialRaw(t, p.sock)
+		c.writeBlock(t, 1, with([2]string{"x-big", strings.Repeat("v", maxHeaderListSize)}), 1<<14)
+		rst := c.next(t, func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok }).(*http2.RSTStreamFrame)
+		if rst.StreamID != 1 || rst.ErrCode != http2.ErrCodeFrameSize {
+			t.Errorf("got RST_STREAM %d %v, want 1 FRAME_SIZE_ERROR", rst.StreamID, rst.ErrCode)
+		}
+		c.writeBlock(t, 3, request, 1<<14)
+		c.expectAnswer(t, 3)
+	})
+}
+
+// TestHeaderReaderKeepsLittleAfterABigBlock: the room a big block's fields
+// took is not kept for the connection's life, on either side of the relay.
+func TestHeaderReaderKeepsLittleAfterABigBlock(t *testing.T) {
+	hr := newHeaderReader(func(bool) {})
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	fields := []hpack.HeaderField{{Name: ":status", Value: "200"}}
+	for i := 0; len(fields) < 400; i++ {
+		fields = append(fields, hpack.HeaderField{Name: "accept", Value: ""})
+	}
+	for _, n := range []int{len(fields), 1} {
+		hr.trim() // as h2conn.readFrame does before each read
+		block.Reset()
+		for _, f := range fields[:n] {
+			_ = enc.WriteField(f)
+		}
+		f, err := hr.readWhole(http2.FrameHeader{Type: http2.FrameHeaders, Flags: http2.FlagHeadersEndHeaders, StreamID: 1}, block.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(f.(*http2.MetaHeadersFrame).Fields); got != n {
+			t.Fatalf("decoded %d fields, want %d", got, n)
+		}
+	}
+	if c := max(cap(hr.fields), cap(hr.mh.Fields)); c > maxKeptFields {
+		t.Errorf("after a block of %d fields and one of 1, the reader keeps room for %d, want at most %d", len(fields), c, maxKeptFields)
+	}
+	// And after a big block alone, once the next frame is read.
+	block.Reset()
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	if _, err := hr.readWhole(http2.FrameHeader{Type: http2.FrameHeaders, Flags: http2.FlagHeadersEndHeaders, StreamID: 3}, block.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	hr.trim()
+	if c := max(cap(hr.fields), cap(hr.mh.Fields)); c > maxKeptFields {
+		t.Errorf("after a block of %d fields, the reader keeps room for %d, want at most %d", len(fields), c, maxKeptFields)
+	}
+
+	c := newDialingH2conn()
+	big := []hpack.HeaderField{{Name: "x-big", Value: strings.Repeat("v", 12<<10)}}
+	for _, fs := range [][]hpack.HeaderField{big, big, fields, fields, fields[:1]} {
+		c.writeHeaders(1, fs, true)
+	}
+	if n := c.hbuf.Cap(); n > maxKeptHeaderBuf {
+		t.Errorf("after big blocks the encoder keeps a %d-byte buffer, want at most %d", n, maxKeptHeaderBuf)
+	}
+	for _, e := range c.encMemo.entries {
+		if len(e.fields) > maxMemoBlock {
+			t.Errorf("the encode memo keeps a list of %d fields", len(e.fields))
+		}
+	}
 }
 
 // writeBlock sends fields as a request that ends the stream (no message),

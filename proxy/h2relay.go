@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,12 @@ type relay struct {
 	observe   CallObserver
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
-	local     *bufconn.Listener
-	grpc      *grpc.Server
+	// blockTimeout and goAwayTimeout are headerBlockTimeout and
+	// goAwayTimeout but in tests.
+	blockTimeout  time.Duration
+	goAwayTimeout time.Duration
+	local         *bufconn.Listener
+	grpc          *grpc.Server
 
 	mu        sync.Mutex
 	sessions  map[*session]struct{}
@@ -58,6 +63,8 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		},
 	}
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
+	r.blockTimeout = cmp.Or(opts.headerBlockTimeout, headerBlockTimeout)
+	r.goAwayTimeout = cmp.Or(opts.goAwayTimeout, goAwayTimeout)
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true

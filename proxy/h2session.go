@@ -54,6 +54,8 @@ type session struct {
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	guard    floodGuard
 	goAway1  bool // sent GOAWAY(max) and a PING: stop soon
+	// goAwayTimer sends GOAWAY(lastCID) if the PING's ack is late.
+	goAwayTimer *time.Timer
 
 	ctx    context.Context // ends dials when the session ends
 	cancel context.CancelFunc
@@ -116,6 +118,13 @@ type stream struct {
 // GOAWAY apart from others.
 var shutdownPing = [8]byte{'c', 'r', 'i', 's', 'h', 'i', 'm', '!'}
 
+// goAwayTimeout bounds how long the second GOAWAY of a graceful close
+// waits for the client's ack of the PING sent with the first: until it
+// goes, the client may still open streams, so a client that never acks
+// (stuck, or hostile) would hold shutdown until its deadline. grpc-go's
+// server waits 5 s the same way (http2_server.go, outgoingGoAwayHandler).
+const goAwayTimeout = 5 * time.Second
+
 // handshakeTimeout bounds how long a connection may take to send its
 // preface; it only keeps a silent peer from holding a goroutine forever.
 const handshakeTimeout = 10 * time.Second
@@ -134,6 +143,7 @@ func newSession(r *relay, nc net.Conn) *session {
 	s.client.writeOurSettings(true)
 	s.conns = []*h2conn{s.client}
 	s.client.tap = &continuationTap{}
+	s.client.hr.blockTimeout = r.blockTimeout
 	return s
 }
 
@@ -252,6 +262,9 @@ func (s *session) teardown() {
 	// writing under mu.
 	s.kill()
 	s.mu.Lock()
+	if s.goAwayTimer != nil {
+		s.goAwayTimer.Stop()
+	}
 	for st := range s.openStreams(nil) {
 		st.code, st.msg = codes.Canceled, "the client connection closed"
 		s.finish(st)
@@ -335,17 +348,38 @@ func (s *session) report(ended []endedCall) {
 
 // goAway starts a graceful close: GOAWAY with the highest stream ID and a
 // PING, then, once the PING comes back (every stream the client sent before
-// is known by then), GOAWAY with the real last stream ID. Calls in flight go
-// on; the connection closes when the last one ends.
+// is known by then) or goAwayTimeout has passed, GOAWAY with the real last
+// stream ID. Calls in flight go on; the connection closes when the last one
+// ends.
 func (s *session) goAway() {
 	s.mu.Lock()
 	if !s.goAway1 {
 		s.goAway1 = true
 		s.client.writeGoAway(h2MaxStreamID, http2.ErrCodeNo, "")
 		s.client.writePing(false, shutdownPing)
+		s.goAwayTimer = time.AfterFunc(s.r.goAwayTimeout, func() {
+			s.mu.Lock()
+			s.lastGoAway()
+			s.mu.Unlock()
+			s.client.flush()
+		})
 	}
 	s.mu.Unlock()
 	s.client.flush()
+}
+
+// lastGoAway sends the second GOAWAY of a graceful close, once: from now on
+// new streams are refused. Callers hold mu.
+func (s *session) lastGoAway() {
+	if s.goAway2 {
+		return
+	}
+	s.goAway2 = true
+	s.goAwayTimer.Stop()
+	s.client.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
+	if s.openCount() == 0 {
+		s.client.flushAndClose()
+	}
 }
 
 func (s *session) onClientFrame(f http2.Frame) error {
@@ -371,12 +405,8 @@ func (s *session) onClientFrame(f http2.Frame) error {
 			if err := s.guard.ping(c.ackPing(f.Data)); err != nil {
 				return err
 			}
-		} else if f.Data == shutdownPing && s.goAway1 && !s.goAway2 {
-			s.goAway2 = true
-			c.writeGoAway(s.lastCID, http2.ErrCodeNo, "crishim is shutting down")
-			if s.openCount() == 0 {
-				c.flushAndClose()
-			}
+		} else if f.Data == shutdownPing && s.goAway1 {
+			s.lastGoAway()
 		}
 	case *http2.RSTStreamFrame:
 		if err := s.guard.idleFrame(); err != nil {
@@ -421,6 +451,11 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 			return nil // a stream crishim already ended
 		}
 		// Trailers from the client: legal, though gRPC clients send none.
+		if mh.Truncated {
+			s.listTooLong(id)
+			s.abort(st, http2.ErrCodeFrameSize, codes.Internal, "crishim: the client's trailers are over the header list size limit")
+			return nil
+		}
 		if !mh.StreamEnded() || st.toUp.srcEnded {
 			// RFC 9113 §8.1: a second HEADERS without END_STREAM, or after
 			// it, MUST be treated as malformed: a stream error of type
@@ -439,11 +474,16 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
+	if mh.Truncated {
+		s.listTooLong(id)
+		c.writeRST(id, http2.ErrCodeFrameSize)
+		return nil
+	}
 	path := mh.PseudoValue("path")
-	if path == "" || mh.Truncated {
+	if path == "" {
 		// RFC 9113 §8.3.1: a request without :path is malformed, a stream
 		// error of type PROTOCOL_ERROR (§8.1.1).
-		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path, or its headers truncated")
+		s.protocolError(c, reasonHeaders, http2.ErrCodeProtocol, id, "a request without :path")
 		c.writeRST(id, http2.ErrCodeProtocol)
 		return nil
 	}
@@ -534,6 +574,18 @@ func (s *session) onClientData(f *dataFrame) error {
 	fl.forward(data, f.StreamEnded())
 	s.settle(st)
 	return nil
+}
+
+// listTooLong counts a client's header block over maxHeaderListSize on
+// stream id, which the caller resets. The block was decoded no further
+// than the limit (see headerReader). grpc-go's server answers such a
+// request with RST_STREAM(FRAME_SIZE_ERROR) (http2_server.go,
+// operateHeaders), and so does crishim; a grpc-go client, told the limit
+// by SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), does not send it but
+// fails the call with Internal.
+func (s *session) listTooLong(id uint32) {
+	s.protocolError(s.client, reasonHeaders, http2.ErrCodeFrameSize, id,
+		fmt.Sprintf("a header list over %d bytes", maxHeaderListSize))
 }
 
 // resetClient answers a malformed frame on one stream.

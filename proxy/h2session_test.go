@@ -388,3 +388,63 @@ func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondGoAwayWithoutThePingAck: a client that never acks the shutdown
+// PING gets the second GOAWAY after goAwayTimeout all the same, with the
+// last stream crishim took; its call in flight finishes, then the
+// connection closes, long before the shutdown's deadline.
+func TestSecondGoAwayWithoutThePingAck(t *testing.T) {
+	sock := fakeSock(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
+		var f Frame
+		if err := ss.RecvMsg(&f); err != nil {
+			return err
+		}
+		close(started)
+		select {
+		case <-release:
+		case <-time.After(hangBound):
+		}
+		return ss.SendMsg(NewFrame([]byte("done")))
+	})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, goAwayTimeout: 50 * time.Millisecond})
+	c := dialRaw(t, p.sock)
+	c.callVersion(t, 1)
+	<-started
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+		defer cancel()
+		p.server.Shutdown(ctx)
+	}()
+	var goAways []uint32
+	for len(goAways) < 2 {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after GOAWAYs %v: %v", goAways, err)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			goAways = append(goAways, ga.LastStreamID)
+		}
+	}
+	if goAways[0] != h2MaxStreamID || goAways[1] != 1 {
+		t.Errorf("GOAWAYs with last stream IDs %v, want %d then 1", goAways, uint32(h2MaxStreamID))
+	}
+	close(release)
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("the call in flight was cut off: %v", err)
+		}
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+			break
+		}
+	}
+	select {
+	case <-shut:
+	case <-time.After(hangBound):
+		t.Fatal("Shutdown went on after the last call ended")
+	}
+}

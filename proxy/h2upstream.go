@@ -66,6 +66,16 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 		if st == nil {
 			return nil
 		}
+		if f.Truncated {
+			// Over maxHeaderListSize: as grpc-go's client does
+			// (http2_client.go, operateHeaders), RST_STREAM(FRAME_SIZE_ERROR)
+			// to the runtime and Internal to the caller.
+			s.protocolError(c, reasonHeaders, http2.ErrCodeFrameSize, st.uid, fmt.Sprintf("a header list over %d bytes", maxHeaderListSize))
+			c.writeRST(st.uid, http2.ErrCodeFrameSize)
+			st.toUp.dstEnded, st.toClient.srcEnded = true, true
+			s.endLocally(st, codes.Internal, fmt.Sprintf("crishim: a header list over the %d-byte limit from the %s", maxHeaderListSize, s.r.endpoints[up.route].name))
+			return nil
+		}
 		if f.StreamEnded() {
 			st.code, st.msg = callStatus(f.Fields)
 			if st.notFoundOK != nil && st.code == codes.NotFound && !st.headersSent {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
@@ -33,6 +34,10 @@ type ServerOptions struct {
 	// StatsHandler sees the calls the gRPC server runs (tracing); nil
 	// adds nothing. Calls the h2 relay passes through never reach it.
 	StatsHandler stats.Handler
+
+	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
+	headerBlockTimeout time.Duration // headerBlockTimeout
+	goAwayTimeout      time.Duration // goAwayTimeout
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
@@ -79,6 +84,8 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 		grpc.UnknownServiceHandler(backend.relayHandler(rw, nf)),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
+		// Advertised, and a larger list refused, as the h2 relay does.
+		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.ChainUnaryInterceptor(opts.Unary...),
 		grpc.ChainStreamInterceptor(opts.Stream...),
 	}
