@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -58,7 +59,7 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	}
 	// Created now, so a path crishim cannot write is a startup error, and
 	// made 0600 if it existed: the log names every shell opened on the node.
-	f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := openRegular(cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
@@ -70,6 +71,49 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: rotateAtMB(cfg.MaxSizeMB), MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
 	l.w, l.closer, l.rotating = lj, lj, lj
 	return l, nil
+}
+
+// openRegular opens path for appending, creating it, and refuses anything
+// but a regular file. O_NONBLOCK keeps the open itself from waiting: a FIFO
+// without a reader would block it for ever (and a device could too).
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o600)
+	switch {
+	case errors.Is(err, syscall.ENXIO): // a FIFO nobody reads
+		return nil, fmt.Errorf("%s is not a regular file (a FIFO); the audit log must be a file", path)
+	case errors.Is(err, syscall.EISDIR):
+		return nil, fmt.Errorf("%s is not a regular file (a directory); the audit log must be a file", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s); the audit log must be a file", path, fileType(fi.Mode()))
+	}
+	return f, nil
+}
+
+// fileType names what a non-regular file is, for errors.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
 }
 
 // neverMB is a size no audit log reaches (2 PiB): what --audit-log-maxsize 0

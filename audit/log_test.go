@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type countErrors struct{ n int }
@@ -168,5 +170,34 @@ func TestMaxSizeZeroNeverRotates(t *testing.T) {
 	}
 	if len(files) != 1 {
 		t.Errorf("after 101 MiB with --audit-log-maxsize 0: %d files, want the log alone", len(files))
+	}
+}
+
+// TestOpenRefusesNonRegular: a FIFO (which would block the open until a
+// reader came), a directory and a device are refused at once, naming the
+// path; nothing waits.
+func TestOpenRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, dir, "/dev/null"} {
+		done := make(chan error, 1)
+		go func() {
+			l, err := Open(Config{Path: path}, &countErrors{}, slog.New(slog.DiscardHandler))
+			if err == nil {
+				l.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("Open(%s) = %v, want a refusal naming it as not a regular file", path, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Open(%s) blocks", path)
+		}
 	}
 }

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// executeWithin runs crishim's command line and fails the test if it has
+// not returned within a generous bound (a hang is the defect).
+func executeWithin(t *testing.T, args []string) int {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() { done <- execute(args, io.Discard, io.Discard) }()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("crishim %v did not return", args)
+		return -1
+	}
+}
+
+// TestStartRefusesFIFOAuditLog: --audit-log naming a FIFO fails start
+// (exit 1) at once, before the socket exists, instead of blocking in open.
+func TestStartRefusesFIFOAuditLog(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "audit.log")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "crishim.sock")
+	code := executeWithin(t, []string{"--config", "", "--listen", sock, "--runtime-endpoint", "unix://" + filepath.Join(dir, "runtime.sock"),
+		"--containerd-address", "", "--metrics-address", "", "--streaming-address", "", "--audit-log", fifo})
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if _, err := os.Lstat(sock); err == nil {
+		t.Errorf("%s exists after a failed start", sock)
+	}
+}
