@@ -61,7 +61,7 @@ func (s source) load() (loaded, error) {
 	c := &config{}
 	ld := loaded{cfg: c, fs: c.flags()}
 	if s.file != "" {
-		data, err := os.ReadFile(s.file)
+		data, err := flagfile.ReadFile(s.file)
 		if err != nil {
 			return ld, fmt.Errorf("--config: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/flagfile"
 	"github.com/crishim/crishim/metrics"
 )
 
@@ -82,7 +83,7 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 // file when it did.
 func (r *reloader) check() {
 	if r.src.file != "" {
-		data, err := os.ReadFile(r.src.file)
+		data, err := flagfile.ReadFile(r.src.file)
 		switch {
 		case err != nil && r.unreadable: // reported already
 		case err != nil:
