@@ -72,6 +72,9 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-r.hup:
+			// As nginx's operators expect: SIGHUP after a rotation reopens
+			// the audit log (a rename is also seen at the next event).
+			r.audit.Reopen()
 			r.reload("SIGHUP")
 		case <-tick.C:
 			r.check()
