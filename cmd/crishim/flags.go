@@ -41,10 +41,11 @@ type config struct {
 func (c *config) flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("crishim", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "path of the CRI socket to serve (mode 0660)")
-	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint (unix:///path)")
+	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "the CRI socket to serve (mode 0660): /path or unix:///path")
+	checkValue(fs, "listen", endpoint)
+	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint: unix:///path or /path")
 	checkValue(fs, "runtime-endpoint", endpoint)
-	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint (unix:///path); empty means --runtime-endpoint")
+	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint: unix:///path or /path; empty means --runtime-endpoint")
 	checkValue(fs, "image-endpoint", func(s string) error {
 		if s == "" {
 			return nil
@@ -79,6 +80,8 @@ func (c *config) flags() *pflag.FlagSet {
 // depend on other settings. fs is the flag set of c, whose Changed marks
 // say what the command line or the file gave.
 func (c *config) finish(fs *pflag.FlagSet) error {
+	// Checked by the flag's own Set: a socket path either way it is written.
+	c.listen, _ = proxy.ParseEndpoint(c.listen)
 	if c.imageEndpoint == "" {
 		c.imageEndpoint = c.runtimeEndpoint
 	}

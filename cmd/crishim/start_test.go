@@ -42,3 +42,27 @@ func TestStartRefusesFIFOAuditLog(t *testing.T) {
 		t.Errorf("%s exists after a failed start", sock)
 	}
 }
+
+// TestListenForms: --listen takes /path and unix:///path, as the runtime
+// endpoints do; a relative one is a usage error (exit 2), found before
+// anything starts.
+func TestListenForms(t *testing.T) {
+	for _, arg := range []string{"/run/x/../crishim/c.sock", "unix:///run/crishim/c.sock"} {
+		cfg, err := parseFlags([]string{"--listen", arg})
+		if err != nil || cfg.listen != "/run/crishim/c.sock" {
+			t.Errorf("--listen %s: %q, %v; want /run/crishim/c.sock", arg, cfg.listen, err)
+		}
+	}
+	for _, arg := range []string{"/abs.sock", "unix:///abs.sock"} {
+		cfg, err := parseFlags([]string{"--runtime-endpoint", arg, "--image-endpoint", arg})
+		if err != nil || cfg.target.containerdAddress != "/abs.sock" {
+			t.Errorf("--runtime-endpoint %s: containerd address %q, %v; want /abs.sock", arg, cfg.target.containerdAddress, err)
+		}
+	}
+	dir := t.TempDir()
+	code := executeWithin(t, []string{"--config", "", "--listen", "relative.sock", "--runtime-endpoint", "unix://" + filepath.Join(dir, "runtime.sock"),
+		"--containerd-address", "", "--metrics-address", "", "--streaming-address", ""})
+	if code != 2 {
+		t.Errorf("--listen relative.sock: exit %d, want 2", code)
+	}
+}
