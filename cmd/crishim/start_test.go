@@ -2,8 +2,10 @@ package main
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,5 +66,39 @@ func TestListenForms(t *testing.T) {
 		"--containerd-address", "", "--metrics-address", "", "--streaming-address", ""})
 	if code != 2 {
 		t.Errorf("--listen relative.sock: exit %d, want 2", code)
+	}
+}
+
+// TestRefuseOwnSocket: a runtime or image endpoint naming crishim's own
+// socket is refused with what to do: the same path once cleaned, or the
+// same socket file reached through a symlinked directory.
+func TestRefuseOwnSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "real", "crishim.sock")
+	if err := os.Mkdir(filepath.Dir(sock), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Symlink("real", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := filepath.Join(dir, "link", "crishim.sock")
+	tests := [][]string{
+		{"--listen", "/run/crishim/crishim.sock", "--runtime-endpoint", "unix:///run/crishim/../crishim/crishim.sock"},
+		{"--listen", "unix:///run/crishim/crishim.sock", "--image-endpoint", "/run/crishim/crishim.sock"},
+		{"--listen", sock, "--runtime-endpoint", "unix://" + viaLink},
+	}
+	for _, args := range tests {
+		_, err := parseFlags(args)
+		if err == nil || !strings.Contains(err.Error(), "is crishim's own socket") || !strings.Contains(err.Error(), "point it at the runtime's socket") {
+			t.Errorf("%v: %v, want a refusal saying what to do", args, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--listen", sock, "--runtime-endpoint", "unix:///run/containerd/containerd.sock"}); err != nil {
+		t.Errorf("another socket refused: %v", err)
 	}
 }
