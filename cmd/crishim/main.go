@@ -65,6 +65,9 @@ func serve(opts *rootOptions) error {
 // the socket.
 func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	cfg := ld.cfg
+	if err := preflight(cfg); err != nil {
+		return err
+	}
 	tr, err := tracing.Start(ctx, cfg.tracing.Config, version, log)
 	if err != nil {
 		return err
