@@ -2,9 +2,11 @@ package allowlist
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -113,6 +115,9 @@ func (p *Policy) Refresh() (bool, error) {
 	return p.reload(false)
 }
 
+// maxFileSize bounds the allowlist file: patterns, one a line, a few KB.
+const maxFileSize = 1 << 20
+
 // reload reads the file when forced or when its stamp changed, and reports
 // whether it did.
 func (p *Policy) reload(force bool) (bool, error) {
@@ -127,12 +132,23 @@ func (p *Policy) reload(force bool) (bool, error) {
 	if !force && st == old.seen {
 		return false, nil
 	}
-	f, err := os.Open(old.file)
+	// Never blocks (O_NONBLOCK: a FIFO would hold the reloader for ever)
+	// and never reads unbounded.
+	f, err := os.OpenFile(old.file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false, fmt.Errorf("--debug-image-allowlist-file: %w", err)
 	}
 	defer f.Close()
-	fl, err := Parse(f)
+	if fi, err = f.Stat(); err != nil {
+		return false, fmt.Errorf("--debug-image-allowlist-file: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return false, fmt.Errorf("--debug-image-allowlist-file: %s is not a regular file (mode %s)", old.file, fi.Mode())
+	case fi.Size() > maxFileSize:
+		return false, fmt.Errorf("--debug-image-allowlist-file: %s is larger than %d bytes (1 MiB), the most an allowlist file may have", old.file, maxFileSize)
+	}
+	fl, err := Parse(io.LimitReader(f, maxFileSize))
 	if err != nil {
 		return false, fmt.Errorf("--debug-image-allowlist-file %s: %w", old.file, err)
 	}

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestPolicyEnforced(t *testing.T) {
@@ -52,13 +54,34 @@ func TestPolicyStartErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("ok\nNOT OK\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, []byte(strings.Repeat("docker.io/library/busybox\n", 1<<20/26+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO, a device and a directory are refused at once (a FIFO would
+	// block the read for ever), as is a file over 1 MiB.
 	for _, tt := range []struct{ flag, file, want string }{
+		{"", fifo, fifo + " is not a regular file"},
+		{"", "/dev/zero", "/dev/zero is not a regular file"},
+		{"", dir, dir + " is not a regular file"},
+		{"", big, big + " is larger than 1048576 bytes"},
 		{"", filepath.Join(dir, "missing"), "no such file"},
 		{"", bad, "line 2"},
 		{"x@y", "", "--debug-image-allowlist: pattern"},
 	} {
-		if _, err := New(tt.flag, tt.file); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("New(%q, %q) = %v, want %q", tt.flag, tt.file, err, tt.want)
+		done := make(chan error, 1)
+		go func() { _, err := New(tt.flag, tt.file); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New(%q, %q) = %v, want %q", tt.flag, tt.file, err, tt.want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("New(%q, %q) blocks", tt.flag, tt.file)
 		}
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -41,6 +43,8 @@ type Log struct {
 	mu                 sync.Mutex // one line at a time, whole
 	w                  io.Writer
 	closer             io.Closer
+	opened             os.FileInfo // the file being written, when known
+	broken             bool        // the last line was left part-written
 	failing            atomic.Pointer[error]
 }
 
@@ -58,7 +62,7 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	}
 	// Created now, so a path crishim cannot write is a startup error, and
 	// made 0600 if it existed: the log names every shell opened on the node.
-	f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := openRegular(cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
@@ -70,6 +74,49 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: rotateAtMB(cfg.MaxSizeMB), MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
 	l.w, l.closer, l.rotating = lj, lj, lj
 	return l, nil
+}
+
+// openRegular opens path for appending, creating it, and refuses anything
+// but a regular file. O_NONBLOCK keeps the open itself from waiting: a FIFO
+// without a reader would block it for ever (and a device could too).
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o600)
+	switch {
+	case errors.Is(err, syscall.ENXIO): // a FIFO nobody reads
+		return nil, fmt.Errorf("%s is not a regular file (a FIFO); the audit log must be a file", path)
+	case errors.Is(err, syscall.EISDIR):
+		return nil, fmt.Errorf("%s is not a regular file (a directory); the audit log must be a file", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s); the audit log must be a file", path, fileType(fi.Mode()))
+	}
+	return f, nil
+}
+
+// fileType names what a non-regular file is, for errors.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
 }
 
 // neverMB is a size no audit log reaches (2 PiB): what --audit-log-maxsize 0
@@ -133,7 +180,7 @@ func (l *Log) write(ev *Event) {
 	}
 	b = append(b, '\n')
 	l.mu.Lock()
-	_, err = l.w.Write(b)
+	err = l.writeLine(b)
 	l.mu.Unlock()
 	if err != nil {
 		l.failed(ev, err)
@@ -142,6 +189,97 @@ func (l *Log) write(ev *Event) {
 	if prev := l.failing.Swap(nil); prev != nil {
 		l.log.Info("audit log writable again", "path", l.cfg.Path)
 	}
+}
+
+// writeLine writes one event's line, whole or not at all, to the file the
+// path names now. Called with l.mu held.
+//
+// Before each write it stats the path (one syscall): when the path no longer
+// names the file being written (logrotate renamed or deleted it), the file
+// is reopened, as nginx and kube-apiserver do on their operators' rotation;
+// when it names something that is not a regular file, nothing is written and
+// the event counts as failed. A write that fails part-way (a full disk) is
+// cut back to where the line began, so no fragment stays for the next line
+// to be glued to; when that cannot be done the next line starts on a line of
+// its own.
+func (l *Log) writeLine(b []byte) error {
+	if l.broken {
+		b = append([]byte{'\n'}, b...)
+	}
+	if l.rotating == nil { // stdout
+		n, err := l.w.Write(b)
+		l.broken = err != nil && n > 0 && n < len(b)
+		return err
+	}
+	path := l.cfg.Path
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is no longer a regular file (%s); not writing to it", path, fileType(fi.Mode()))
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	case l.opened != nil && (err != nil || !os.SameFile(fi, l.opened)):
+		l.log.Info("audit log path names another file (rotated or deleted); reopening it", "path", path)
+		l.reopen()
+	}
+	start := int64(0) // where the line begins in the file the path names
+	if err == nil {
+		start = fi.Size()
+		// lumberjack rotates before a write that would pass its size:
+		// learn the new file afterwards.
+		if start+int64(len(b)) > int64(l.rotating.MaxSize)*megabyte {
+			l.opened, start = nil, 0
+		}
+	}
+	n, err := l.w.Write(b)
+	if err != nil {
+		// lumberjack counted n bytes that may be cut below: it learns the
+		// size anew when it reopens.
+		l.reopen()
+		if n > 0 {
+			l.broken = !cutBack(path, start, int64(n))
+		}
+		return err
+	}
+	l.broken = false
+	if l.opened == nil {
+		// lumberjack opened (or created) the file just now: remember it.
+		// A rename in the microseconds between its open and this stat
+		// would go unseen until the next reopen.
+		if fi, err := os.Stat(path); err == nil {
+			l.opened = fi
+		}
+	}
+	return nil
+}
+
+const megabyte = 1024 * 1024
+
+// reopen makes the next write open the path anew. Called with l.mu held.
+func (l *Log) reopen() {
+	_ = l.rotating.Close()
+	l.opened = nil
+}
+
+// cutBack truncates the file at path to start, removing n bytes of a line
+// written part-way, if the file is what was written: start+n bytes long.
+func cutBack(path string, start, n int64) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != start+n {
+		return false
+	}
+	return os.Truncate(path, start) == nil
+}
+
+// Reopen makes the next event open the path anew (SIGHUP): the file a
+// rotation left there, or a new one.
+func (l *Log) Reopen() {
+	if l == nil || l.rotating == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reopen()
 }
 
 // failed never drops an event silently: it is counted, logged with what it

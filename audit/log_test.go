@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type countErrors struct{ n int }
@@ -168,5 +171,144 @@ func TestMaxSizeZeroNeverRotates(t *testing.T) {
 	}
 	if len(files) != 1 {
 		t.Errorf("after 101 MiB with --audit-log-maxsize 0: %d files, want the log alone", len(files))
+	}
+}
+
+// TestOpenRefusesNonRegular: a FIFO (which would block the open until a
+// reader came), a directory and a device are refused at once, naming the
+// path; nothing waits.
+func TestOpenRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, dir, "/dev/null"} {
+		done := make(chan error, 1)
+		go func() {
+			l, err := Open(Config{Path: path}, &countErrors{}, slog.New(slog.DiscardHandler))
+			if err == nil {
+				l.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("Open(%s) = %v, want a refusal naming it as not a regular file", path, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Open(%s) blocks", path)
+		}
+	}
+}
+
+// TestShortWriteLeavesNoFragment: a write that fails part-way (the file
+// size limit stands in for a full disk: the kernel writes what fits, then
+// EFBIG) is counted and leaves no fragment: every line of the file is a
+// whole event, and the next event is a line of its own.
+func TestShortWriteLeavesNoFragment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	errs := &countErrors{}
+	l, err := Open(Config{Path: path}, errs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(Event{Kind: KindSignal, ContainerID: "first"})
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Room for a part of the next line only. Go ignores SIGXFSZ.
+	lim := old
+	lim.Cur = uint64(fi.Size()) + 20
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "lost"})
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if errs.n != 1 {
+		t.Errorf("%d errors counted, want 1", errs.n)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "third"})
+	evs := readEvents(t, path) // fails on a line that is not one event
+	var ids []any
+	for _, ev := range evs {
+		ids = append(ids, ev["containerID"])
+	}
+	if len(evs) != 2 || ids[0] != "first" || ids[1] != "third" {
+		t.Errorf("events %v, want first and third", ids)
+	}
+}
+
+// TestReopenWhenMoved: when the path no longer names the file being written
+// (renamed or deleted by logrotate without copytruncate), the next event
+// goes to a new file at the path, not to the old inode; a path that became
+// something other than a regular file is not written and the event counted.
+func TestReopenWhenMoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	errs := &countErrors{}
+	l, err := Open(Config{Path: path, MaxSizeMB: 100}, errs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ids := func(path string) []any {
+		var out []any
+		for _, ev := range readEvents(t, path) {
+			out = append(out, ev["containerID"])
+		}
+		return out
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "a"})
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "b"})
+	if err := os.Remove(path); err != nil {
+		t.Fatalf("no new file at the path after a rename: %v", err)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "c"})
+	if got := fmt.Sprint(ids(path + ".1")); got != "[a]" {
+		t.Errorf("the renamed file holds %s, want [a]", got)
+	}
+	if got := fmt.Sprint(ids(path)); got != "[c]" {
+		t.Errorf("the path holds %s, want [c] (b went to the deleted file)", got)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("reopened file: %v, %v; want mode 0600", fi, err)
+	}
+	// SIGHUP's Reopen: a copy put in place of the file is written next.
+	if err := os.Rename(path, path+".2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.Reopen()
+	l.Start(Event{Kind: KindSignal, ContainerID: "d"})
+	if got := fmt.Sprint(ids(path)); got != "[d]" {
+		t.Errorf("after Reopen the path holds %s, want [d]", got)
+	}
+	if errs.n != 0 {
+		t.Errorf("%d errors counted, want none", errs.n)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "e"})
+	if errs.n != 1 {
+		t.Errorf("an event for a FIFO at the path: %d errors counted, want 1", errs.n)
 	}
 }

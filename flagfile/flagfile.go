@@ -8,9 +8,11 @@ package flagfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -38,11 +40,64 @@ type Entry struct {
 	Line  int
 }
 
+// MaxFileSize is the largest settings file ReadFile reads: a config file is
+// a few kilobytes, and one read every few seconds must stay cheap.
+const MaxFileSize = 1 << 20
+
+// ReadFile reads a settings file. It refuses, naming the file, anything but
+// a regular file (a FIFO would block the read for ever, /dev/zero would
+// never end) and a file larger than MaxFileSize, and never waits: the open
+// does not block (O_NONBLOCK) and what is read is bounded even if the file
+// grows meanwhile.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s); a config file must be one", path, fileType(fi.Mode()))
+	}
+	tooBig := fmt.Errorf("%s is larger than %d bytes (1 MiB), the most a config file may have", path, MaxFileSize)
+	if fi.Size() > MaxFileSize {
+		return nil, tooBig
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooBig
+	}
+	return data, nil
+}
+
+// fileType names what a non-regular file is, for errors.
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
+}
+
 // Read parses the file at path against fs: every key must name a flag of fs
 // and hold a value of the flag's type. Errors name the file, the line and
 // the key.
 func Read(path string, fs *pflag.FlagSet) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}

@@ -6,12 +6,16 @@ import (
 	"path/filepath"
 )
 
-// ParseEndpoint validates an endpoint given the way the kubelet's
-// --container-runtime-endpoint takes it (unix:///path) and returns the socket
-// path. Anything else is refused at startup rather than failing on first use.
+// ParseEndpoint validates a unix socket endpoint given as the kubelet and
+// crictl take it, unix:///path or the absolute path alone, and returns the
+// socket path. Anything else is refused at startup rather than failing on
+// first use.
 func ParseEndpoint(endpoint string) (string, error) {
 	if endpoint == "" {
-		return "", fmt.Errorf("endpoint is empty, want unix:///path/to/socket")
+		return "", fmt.Errorf("endpoint is empty, want unix:///path/to/socket or /path/to/socket")
+	}
+	if filepath.IsAbs(endpoint) {
+		return filepath.Clean(endpoint), nil
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -19,7 +23,7 @@ func ParseEndpoint(endpoint string) (string, error) {
 	}
 	switch {
 	case u.Scheme == "":
-		return "", fmt.Errorf("endpoint %q has no scheme, want unix://%s", endpoint, endpoint)
+		return "", fmt.Errorf("endpoint %q: a relative path, want an absolute one: unix:///path/to/socket or /path/to/socket", endpoint)
 	case u.Scheme != "unix":
 		return "", fmt.Errorf("endpoint %q: scheme %q is not supported, want unix:///path/to/socket", endpoint, u.Scheme)
 	case u.Host != "":

@@ -33,6 +33,8 @@ type signalling struct {
 	// container within this process; the containerd label carries it
 	// across processes.
 	stops keyLock
+	// runs bounds the notifier runs in flight, per container and overall.
+	runs *runSlots
 }
 
 func (s *Shim) newSignalling() *signalling {
@@ -42,6 +44,7 @@ func (s *Shim) newSignalling() *signalling {
 		ctrd:       s.opts.Containerd,
 		metrics:    s.opts.SignalMetrics,
 		log:        s.logger("signals"),
+		runs:       newRunSlots(notifyPerContainer, notifyTotal),
 	}
 }
 

@@ -69,13 +69,16 @@ func (g *signalling) runNotifier(ctx context.Context, run *notifierRun) {
 		fail = &runFailure{notifyError, reasonNotRunning, fmt.Sprintf("container %s is %s", run.container.GetId(), run.container.GetState())}
 	default:
 		run.out.ContainerId = run.container.GetId()
-		run.out.StartedAt = timestamppb.New(start)
 		n := run.decl.notifier
 		action = n.action()
 		deadline := start.Add(n.timeout)
-		if fail = g.notifierAction(ctx, run, deadline); fail == nil && len(n.probe) > 0 {
-			fail = g.probe(ctx, run.container.GetId(), n.probe, deadline)
-		}
+		fail = g.bounded(ctx, run.container.GetId(), deadline, func() *runFailure {
+			run.out.StartedAt = timestamppb.Now()
+			if fail := g.notifierAction(ctx, run, deadline); fail != nil || len(n.probe) == 0 {
+				return fail
+			}
+			return g.probe(ctx, run.container.GetId(), n.probe, deadline)
+		})
 	}
 	took := time.Since(start)
 	if run.container != nil {
@@ -97,6 +100,20 @@ func (g *signalling) runNotifier(ctx context.Context, run *notifierRun) {
 		reason = fail.reason
 	}
 	g.metrics.NotifierRun(action, result, reason, took)
+}
+
+// bounded runs f once a run slot is free in the container and on the node.
+// The wait counts against the notifier's timeout: a run that gets no slot
+// before it fails with ActionTimeout, the action never started.
+func (g *signalling) bounded(ctx context.Context, id string, deadline time.Time, f func() *runFailure) *runFailure {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	release, err := g.runs.acquire(wctx, id)
+	cancel()
+	if err != nil {
+		return &runFailure{notifyTimeout, reasonActionTime, fmt.Sprintf("not started: %v, and none ended in time", err)}
+	}
+	defer release()
+	return f()
 }
 
 // notifierAction runs the action, never more than once.

@@ -61,7 +61,7 @@ func (s source) load() (loaded, error) {
 	c := &config{}
 	ld := loaded{cfg: c, fs: c.flags()}
 	if s.file != "" {
-		data, err := os.ReadFile(s.file)
+		data, err := flagfile.ReadFile(s.file)
 		if err != nil {
 			return ld, fmt.Errorf("--config: %w", err)
 		}
@@ -128,7 +128,9 @@ uncommented and edited.`,
 		Long: `Print the settings crishim would run with, from the config file (--config) and the
 flags given, as a config file that sets every key. Defaults that depend on other
 settings (--image-endpoint, --containerd-address, --node-name) are shown resolved.
-A bad file or flag is reported as crishim would at start (exit 2).`,
+A bad file or flag is reported as crishim would at start (exit 2); so is a file the
+settings name that start would fail on (exit 1): an audit log that cannot be
+created or written, a TLS certificate or kubeconfig that cannot be read.`,
 		Example: `  crishim --config /etc/crishim/config.toml config dump
   crishim --config /etc/crishim/config.toml --log-level debug config dump`,
 		Args: noArgs,
@@ -137,6 +139,10 @@ A bad file or flag is reported as crishim would at start (exit 2).`,
 			ld, err := src.load()
 			if err != nil {
 				return usageError{err}
+			}
+			// What start would refuse before serving: exit 1, as start.
+			if err := preflight(ld.cfg); err != nil {
+				return err
 			}
 			from := "defaults and the command line"
 			if src.file != "" {

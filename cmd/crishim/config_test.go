@@ -198,3 +198,33 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDumpPreflight: dump fails, as start does (exit 1, naming the
+// flag), for a configuration whose files start cannot use: a missing audit
+// log directory, an audit log that is not a file, an unreadable
+// kubeconfig, a missing TLS certificate. A usable one dumps.
+func TestConfigDumpPreflight(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		args []string
+		want string // "" for success
+	}{
+		{[]string{"--audit-log", filepath.Join(dir, "missing", "audit.log")}, "--audit-log: directory " + filepath.Join(dir, "missing") + " does not exist"},
+		{[]string{"--audit-log", dir}, "is not a regular file"},
+		{[]string{"--kubeconfig", filepath.Join(dir, "kubeconfig")}, "--kubeconfig"},
+		{[]string{"--streaming-tls-cert", filepath.Join(dir, "c.pem"), "--streaming-tls-key", filepath.Join(dir, "k.pem")}, "--streaming-tls-cert"},
+		{[]string{"--audit-log", filepath.Join(dir, "audit.log")}, ""},
+	}
+	for _, tt := range tests {
+		out, code := runCLI(t, append(tt.args, "config", "dump")...)
+		switch {
+		case tt.want == "" && code != 0:
+			t.Errorf("%v: exit %d, want 0\n%s", tt.args, code, out)
+		case tt.want != "" && (code != 1 || !strings.Contains(out, tt.want)):
+			t.Errorf("%v: exit %d, want 1 with %q\n%s", tt.args, code, tt.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "audit.log")); err == nil {
+		t.Error("config dump created the audit log")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -41,10 +42,11 @@ type config struct {
 func (c *config) flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("crishim", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "path of the CRI socket to serve (mode 0660)")
-	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint (unix:///path)")
+	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "the CRI socket to serve (mode 0660): /path or unix:///path")
+	checkValue(fs, "listen", endpoint)
+	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint: unix:///path or /path")
 	checkValue(fs, "runtime-endpoint", endpoint)
-	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint (unix:///path); empty means --runtime-endpoint")
+	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint: unix:///path or /path; empty means --runtime-endpoint")
 	checkValue(fs, "image-endpoint", func(s string) error {
 		if s == "" {
 			return nil
@@ -79,8 +81,16 @@ func (c *config) flags() *pflag.FlagSet {
 // depend on other settings. fs is the flag set of c, whose Changed marks
 // say what the command line or the file gave.
 func (c *config) finish(fs *pflag.FlagSet) error {
+	// Checked by the flag's own Set: a socket path either way it is written.
+	c.listen, _ = proxy.ParseEndpoint(c.listen)
 	if c.imageEndpoint == "" {
 		c.imageEndpoint = c.runtimeEndpoint
+	}
+	if err := notSelf(c.listen, "runtime-endpoint", c.runtimeEndpoint); err != nil {
+		return err
+	}
+	if err := notSelf(c.listen, "image-endpoint", c.imageEndpoint); err != nil {
+		return err
 	}
 	if err := c.target.finish(fs, c.runtimeEndpoint); err != nil {
 		return err
@@ -104,6 +114,29 @@ func (c *config) finish(fs *pflag.FlagSet) error {
 		return err
 	}
 	return c.tracing.finish()
+}
+
+// notSelf refuses an endpoint that names crishim's own socket: by path
+// (cleaned), or as the same file when both exist (a symlink such as
+// /var/run -> /run). Every call would loop back into crishim until it ran
+// out of file descriptors.
+func notSelf(listen, name, endpoint string) error {
+	path, err := proxy.ParseEndpoint(endpoint)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", name, err)
+	}
+	same := path == listen
+	if !same {
+		a, errA := os.Stat(path)
+		b, errB := os.Stat(listen)
+		same = errA == nil && errB == nil && os.SameFile(a, b)
+	}
+	if same {
+		return fmt.Errorf("--%s %s is crishim's own socket (--listen %s): point it at the runtime's socket, "+
+			"unix:///run/containerd/containerd.sock for containerd or unix:///var/run/crio/crio.sock for CRI-O, "+
+			"and the kubelet's --container-runtime-endpoint at crishim's", name, endpoint, listen)
+	}
+	return nil
 }
 
 // checkValue makes the flag name refuse what check refuses, before its

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/cmd/crishim/internal/hup"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
@@ -45,16 +46,14 @@ func serve(opts *rootOptions) error {
 	if src.file != "" {
 		log.Info("configuration loaded", "file", src.file)
 	}
-	// SIGHUP reloads from now on; by default it would end the process.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// SIGHUP has been caught since package init (package hup); one sent
+	// during start is kept and reloads once the reloader runs.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Once shutdown has begun, a second signal gets its default action: an
 	// operator who presses ^C twice wants crishim gone now.
 	context.AfterFunc(ctx, stop)
-	if err := run(ctx, ld, &reloader{src: src, level: level, hup: hup}, log); err != nil {
+	if err := run(ctx, ld, &reloader{src: src, level: level, hup: hup.C}, log); err != nil {
 		log.Error("crishim failed", "err", err)
 		return errLogged
 	}
@@ -66,6 +65,9 @@ func serve(opts *rootOptions) error {
 // the socket.
 func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	cfg := ld.cfg
+	if err := preflight(cfg); err != nil {
+		return err
+	}
 	tr, err := tracing.Start(ctx, cfg.tracing.Config, version, log)
 	if err != nil {
 		return err

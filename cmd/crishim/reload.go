@@ -11,6 +11,7 @@ import (
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/flagfile"
 	"github.com/crishim/crishim/metrics"
 )
 
@@ -71,6 +72,9 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-r.hup:
+			// As nginx's operators expect: SIGHUP after a rotation reopens
+			// the audit log (a rename is also seen at the next event).
+			r.audit.Reopen()
 			r.reload("SIGHUP")
 		case <-tick.C:
 			r.check()
@@ -82,7 +86,7 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 // file when it did.
 func (r *reloader) check() {
 	if r.src.file != "" {
-		data, err := os.ReadFile(r.src.file)
+		data, err := flagfile.ReadFile(r.src.file)
 		switch {
 		case err != nil && r.unreadable: // reported already
 		case err != nil:

@@ -154,3 +154,66 @@ func TestReload(t *testing.T) {
 		t.Errorf("after SIGHUP: level %v, registry.corp/x %v, busybox %v, exec sync %v", level.Level(), allows("registry.corp/x"), allows("busybox"), auditLog.ExecSync())
 	}
 }
+
+// TestReloadRefusesNonRegular: a config file replaced by a FIFO or by a
+// symlink to /dev/zero is refused at the next poll, at once (no read
+// blocks, nothing unbounded is read), logged with the file and counted;
+// the settings in force stay.
+func TestReloadRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.toml")
+	replaceFile(t, file, "version = 1\nlog-level = \"warn\"\n")
+	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := src.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := new(slog.LevelVar)
+	level.Set(ld.cfg.logLevel)
+	var logs lockedBuffer
+	m := metrics.NewConfig()
+	r := &reloader{src: src, level: level, hup: make(chan os.Signal), poll: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.start(ctx, ld, ld.cfg.debugImages.policy, nil, m, slog.New(slog.NewTextHandler(&logs, nil)))
+	swaps := []struct {
+		what string
+		make func(tmp string) error
+	}{
+		{"a FIFO", func(tmp string) error { return syscall.Mkfifo(tmp, 0o600) }},
+		{"a character device", func(tmp string) error { return os.Symlink("/dev/zero", tmp) }},
+	}
+	for i, sw := range swaps {
+		tmp := file + ".tmp"
+		if err := sw.make(tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { r.check(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the reloader blocks on %s", sw.what)
+		}
+		b, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain, "crishim_config_reloads_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`crishim_config_reloads_total{result="failure"} %d`, i+1); !strings.Contains(string(b), want) {
+			t.Errorf("after %s: %s, want %s", sw.what, b, want)
+		}
+		if l := logs.String(); !strings.Contains(l, file+" is not a regular file ("+sw.what+")") {
+			t.Errorf("after %s, the log does not name the file and what it is:\n%s", sw.what, l)
+		}
+		if level.Level() != slog.LevelWarn {
+			t.Errorf("after %s: level %v, want the one in force (warn)", sw.what, level.Level())
+		}
+		r.unreadable = false // report the next swap too
+	}
+}

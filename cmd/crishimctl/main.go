@@ -62,9 +62,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // globals are the flags of every command that talks to crishim.
 type globals struct {
-	endpoint string
-	timeout  time.Duration
+	endpoint    string
+	endpointSet bool // --endpoint was given
+	timeout     time.Duration
 }
+
+// endpointEnv names crishim's socket when --endpoint is not given, as
+// CONTAINER_RUNTIME_ENDPOINT does for crictl.
+const endpointEnv = "CRISHIM_ENDPOINT"
 
 const rootLong = `crishimctl talks to a node's crishim on its socket: crishim's status, signals and
 notifiers for containers, debug containers that share a container's PID namespace,
@@ -102,7 +107,10 @@ func newRootCommand(ctx context.Context) *cobra.Command {
 		}
 		return usageError{err}
 	})
-	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint, "crishim's socket")
+	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint, "crishim's socket: unix:///path or /path (default: $"+endpointEnv+" if set)")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.endpointSet = cmd.Flags().Changed("endpoint")
+	}
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline of each call to crishim (not of an exec or debug session)")
 	root.AddCommand(
 		newStatusCommand(g),
@@ -135,9 +143,13 @@ func exactArgs(n int, usage string) cobra.PositionalArgs {
 
 // dial connects to crishim; the connection is made lazily, by the first call.
 func (g *globals) dial() (*grpc.ClientConn, error) {
+	from := "--endpoint"
+	if e := os.Getenv(endpointEnv); e != "" && !g.endpointSet {
+		g.endpoint, from = e, endpointEnv
+	}
 	path, err := proxy.ParseEndpoint(g.endpoint)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--endpoint: %w", err)}
+		return nil, usageError{fmt.Errorf("%s: %w", from, err)}
 	}
 	conn, err := grpc.NewClient("unix://"+path,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

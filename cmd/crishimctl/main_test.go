@@ -127,3 +127,31 @@ func TestOutput(t *testing.T) {
 		t.Errorf("status -o text: exit %d\n%s", code, out)
 	}
 }
+
+// TestEndpointForms: --endpoint takes unix:///path and /path, as crictl
+// does; without it, CRISHIM_ENDPOINT names the socket; the flag wins over
+// the variable; a bad variable is a usage error naming it.
+func TestEndpointForms(t *testing.T) {
+	ep, _ := serveFake(t)
+	path := strings.TrimPrefix(ep, "unix://")
+	tests := []struct {
+		env  string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"", []string{"--endpoint", ep, "status"}, 0, ""},
+		{"", []string{"--endpoint", path, "status"}, 0, ""},
+		{ep, []string{"status"}, 0, ""},
+		{path, []string{"status"}, 0, ""},
+		{"unix:///nonexistent/crishim.sock", []string{"--endpoint", path, "status"}, 0, ""},
+		{"relative.sock", []string{"status"}, 2, "CRISHIM_ENDPOINT: "},
+	}
+	for _, tt := range tests {
+		t.Setenv("CRISHIM_ENDPOINT", tt.env)
+		_, errOut, code := ctl(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("CRISHIM_ENDPOINT=%q crishimctl %v: exit %d, stderr %q; want %d with %q", tt.env, tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+}
