@@ -76,9 +76,10 @@ type backend struct {
 	importImages func(ctx context.Context, l layout) error
 }
 
-// backendFor is the dispatch point between runtimes: every per-runtime difference starts
-// here. A slot's runtime is recorded in its slot.json, so that teardown uses the backend
-// of whatever ran there.
+// backendFor is the dispatch point between runtimes: every per-runtime difference of a
+// start starts here. Teardown needs no backend for either containerd (it finds the
+// daemon by daemonNames, shims and containers by the slot's paths); a slot's runtime is
+// recorded in its slot.json (slotMeta.runtime) for a runtime whose teardown differs.
 func backendFor(r Runtime) (*backend, error) {
 	switch r {
 	case RuntimeContainerd:
