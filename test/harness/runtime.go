@@ -93,8 +93,8 @@ func backendFor(r Runtime) (*backend, error) {
 	return nil, err
 }
 
-// runtime is the runtime a slot's metadata records; slots written before runtimes were
-// recorded ran Debian's containerd.
+// runtime is the runtime a slot's metadata records, for messages and for a backend whose
+// teardown differs; slots written before runtimes were recorded ran Debian's containerd.
 func (m slotMeta) runtime() Runtime {
 	if m.Runtime == "" {
 		return RuntimeContainerd16
