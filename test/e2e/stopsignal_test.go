@@ -251,40 +251,53 @@ func TestStopSignalNeverTwice(t *testing.T) {
 		}
 	})
 
-	t.Run("crishim killed during the stop", func(t *testing.T) {
-		first := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
-		rs1, _ := criClients(t, first.Endpoint)
-		pod := podConfig(t, uniqueName("stopsig-crash"), nil)
-		podID := runPod(t, direct, pod)
-		dir, id := trappingContainer(t, rs1, podID, pod, "stubborn", runtimeapi.Signal_SIGNAL_SIGUSR1, "", "USR1", "TERM")
-		stopped := make(chan error, 1)
-		go func() { stopped <- rs1.StopContainer(ctx, id, 120) }()
-		eventually(t, "SIGUSR1 delivered by the first crishim", func() error {
-			if lines := signalLines(t, dir); count(lines, "USR1") != 1 {
-				return fmt.Errorf("signals: %q", lines)
-			}
-			return nil
+	// The second crishim may run in another mode: the annotation, not the
+	// mode, decides who finishes the stop. Relayed by a native crishim to a
+	// runtime that honours stop_signal (containerd 2.4), the retry would
+	// have the runtime send SIGUSR1 a second time.
+	for _, then := range []string{shim.StopSignalEmulate, shim.StopSignalNative, shim.StopSignalAuto} {
+		t.Run("crishim killed during the stop, restarted "+then, func(t *testing.T) {
+			crashDuringStop(t, direct, then)
 		})
-		// No graceful shutdown: crishim dies while the stop waits.
-		if err := first.Cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-first.Exited()
-		if err := <-stopped; err == nil {
-			t.Fatal("StopContainer through the killed crishim succeeded")
-		}
+	}
+}
 
-		second := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
-		rs2, _ := criClients(t, second.Endpoint)
-		if err := rs2.StopContainer(ctx, id, 2); err != nil {
-			t.Fatalf("retried StopContainer through the second crishim: %v", err)
+// crashDuringStop kills an emulating crishim while its stop waits for the
+// container, then retries the stop through a crishim in mode then.
+func crashDuringStop(t *testing.T, direct internalapi.RuntimeService, then string) {
+	ctx := context.Background()
+	first := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
+	rs1, _ := criClients(t, first.Endpoint)
+	pod := podConfig(t, uniqueName("stopsig-crash"), nil)
+	podID := runPod(t, direct, pod)
+	dir, id := trappingContainer(t, rs1, podID, pod, "stubborn", runtimeapi.Signal_SIGNAL_SIGUSR1, "", "USR1", "TERM")
+	stopped := make(chan error, 1)
+	go func() { stopped <- rs1.StopContainer(ctx, id, 120) }()
+	eventually(t, "SIGUSR1 delivered by the first crishim", func() error {
+		if lines := signalLines(t, dir); count(lines, "USR1") != 1 {
+			return fmt.Errorf("signals: %q", lines)
 		}
-		waitState(t, rs2, id, runtimeapi.ContainerState_CONTAINER_EXITED)
-		if lines := signalLines(t, dir); count(lines, "USR1") != 1 || count(lines, "TERM") != 0 {
-			t.Errorf("signals received: %q; want USR1 once", lines)
-		}
-		if m := metricsText(t, second.Metrics); !strings.Contains(m, `crishim_stop_signal_stops_total{outcome="already_delivered"} 1`) {
-			t.Errorf("the retry was not counted as already delivered")
-		}
+		return nil
 	})
+	// No graceful shutdown: crishim dies while the stop waits.
+	if err := first.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Exited()
+	if err := <-stopped; err == nil {
+		t.Fatal("StopContainer through the killed crishim succeeded")
+	}
+
+	second := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", then)
+	rs2, _ := criClients(t, second.Endpoint)
+	if err := rs2.StopContainer(ctx, id, 2); err != nil {
+		t.Fatalf("retried StopContainer through the second crishim: %v", err)
+	}
+	waitState(t, rs2, id, runtimeapi.ContainerState_CONTAINER_EXITED)
+	if lines := signalLines(t, dir); count(lines, "USR1") != 1 || count(lines, "TERM") != 0 {
+		t.Errorf("signals received: %q; want USR1 once", lines)
+	}
+	if m := metricsText(t, second.Metrics); !strings.Contains(m, `crishim_stop_signal_stops_total{outcome="already_delivered"} 1`) {
+		t.Errorf("the retry was not counted as already delivered")
+	}
 }
