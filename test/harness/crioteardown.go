@@ -11,12 +11,6 @@ import (
 	"time"
 )
 
-// isCRIOOf reports whether pid is a crio running on the slot's config.
-func isCRIOOf(pid int, l layout) bool {
-	argv := procCmdline(pid)
-	return len(argv) > 0 && filepath.Base(argv[0]) == "crio" && slices.Contains(argv, l.config())
-}
-
 // crioTasks reads the OCI spec of every container and infra container CRI-O created in the
 // slot, which containers-storage keeps in the slot's run root, for their cgroups: after a
 // crash nothing else records them. CRI-O puts a container in <parent>/crio-<id> and, with
