@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/containers/image/v5 v5.35.0
+	github.com/containers/storage v1.58.0
 	github.com/cri-o/cri-o v1.34.0
 )
 
@@ -50,7 +51,6 @@ require (
 	github.com/containers/kubensmnt v1.2.0 // indirect
 	github.com/containers/libtrust v0.0.0-20230121012942-c1716e8a8d01 // indirect
 	github.com/containers/ocicrypt v1.2.1 // indirect
-	github.com/containers/storage v1.58.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.1-0.20231103132048-7d375ecc2b09 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.6 // indirect
 	github.com/creack/pty v1.1.24 // indirect

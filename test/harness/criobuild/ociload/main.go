@@ -21,12 +21,18 @@ import (
 	"github.com/containers/image/v5/signature"
 	"github.com/containers/image/v5/transports/alltransports"
 	"github.com/containers/image/v5/types"
+	"github.com/containers/storage/pkg/reexec"
 )
 
 // nameAnnotation is the annotation the harness names its images by (containerd's importer reads it).
 const nameAnnotation = "io.containerd.image.name"
 
 func main() {
+	// containers/storage unpacks layers in a re-executed copy of this binary (chrooted into
+	// the layer), which must run the unpacker instead of main.
+	if reexec.Init() {
+		return
+	}
 	if len(os.Args) != 3 {
 		fmt.Fprintln(os.Stderr, "usage: ociload LAYOUT-DIR [DRIVER@GRAPHROOT+RUNROOT]")
 		os.Exit(2)
