@@ -74,9 +74,10 @@ type backend struct {
 	importImages func(ctx context.Context, l layout) error
 }
 
-// backendFor is the dispatch point between runtimes: every per-runtime difference starts
-// here. A slot's runtime is recorded in its slot.json, so that teardown uses the backend
-// of whatever ran there.
+// backendFor is the dispatch point between runtimes: every per-runtime difference of a
+// start starts here. Teardown needs no backend for either containerd (it finds the
+// daemon by daemonNames, shims and containers by the slot's paths); a slot's runtime is
+// recorded in its slot.json (slotMeta.runtime) for a runtime whose teardown differs.
 func backendFor(r Runtime) (*backend, error) {
 	switch r {
 	case RuntimeContainerd:
@@ -90,8 +91,8 @@ func backendFor(r Runtime) (*backend, error) {
 	return nil, err
 }
 
-// runtime is the runtime a slot's metadata records; slots written before runtimes were
-// recorded ran Debian's containerd.
+// runtime is the runtime a slot's metadata records, for messages and for a backend whose
+// teardown differs; slots written before runtimes were recorded ran Debian's containerd.
 func (m slotMeta) runtime() Runtime {
 	if m.Runtime == "" {
 		return RuntimeContainerd16

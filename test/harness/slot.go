@@ -34,8 +34,8 @@ type slotMeta struct {
 	Network  string `json:"network"`
 	Detached bool   `json:"detached"`
 	Owner    string `json:"owner,omitempty"`
-	// Runtime is what runs in the slot, so that a teardown from the directory alone uses
-	// the right backend; empty in slots of harnesses that predate it (Debian's containerd).
+	// Runtime is what runs in the slot, so that a teardown from the directory alone can
+	// tell; empty in slots of harnesses that predate it (Debian's containerd).
 	Runtime Runtime `json:"runtime,omitempty"`
 }
 

@@ -152,7 +152,7 @@ func teardown(ctx context.Context, dir string, m slotMeta) error {
 		if criErr != nil {
 			errs = append(errs, fmt.Errorf("before that, removing pods through CRI failed: %w", criErr))
 		}
-		return fmt.Errorf("teardown %s: %w", dir, errors.Join(errs...))
+		return fmt.Errorf("teardown %s (%s): %w", dir, m.runtime(), errors.Join(errs...))
 	}
 	return nil
 }

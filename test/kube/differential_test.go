@@ -12,19 +12,26 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/crishim/crishim/test/harness"
 )
 
 // TestKubeletDirectVersusCrishim runs one scenario twice, with the kubelet pointed straight
 // at containerd and pointed at crishim, and requires the same pod and container states. The
-// same pass shows stop signals: a pod with lifecycle.stopSignal SIGUSR1 gets SIGTERM from
-// containerd 1.6 (which ignores CRI stop_signal) and SIGUSR1 through crishim.
+// same pass shows stop signals: a pod with lifecycle.stopSignal SIGUSR1 gets SIGUSR1
+// through crishim whatever the runtime, and directly only from a runtime that honours CRI
+// stop_signal (containerd 2.4 does, containerd 1.6 ignores it and sends SIGTERM).
 func TestKubeletDirectVersusCrishim(t *testing.T) {
+	direct := "USR1"
+	if testNode.Runtime == harness.RuntimeContainerd16 {
+		direct = "TERM"
+	}
 	runs := []struct {
 		name       string
 		endpoint   string
 		stopSignal string
 	}{
-		{"direct", testNode.ContainerdEndpoint(), "TERM"},
+		{"direct", testNode.ContainerdEndpoint(), direct},
 		{"crishim", testNode.CrishimEndpoint(), "USR1"},
 	}
 	states := map[string][]string{}

@@ -61,7 +61,8 @@ func runMain(m *testing.M) int {
 		}
 		return 1
 	}
-	fmt.Printf("kube: node %s (Kubernetes %s) Ready in %s, kubelet -> crishim %s\n", testNode.Name, testNode.Version, time.Since(start).Round(time.Millisecond), testNode.CrishimSock)
+	fmt.Printf("kube: node %s (Kubernetes %s, runtime %s) Ready in %s, kubelet -> crishim %s\n", testNode.Name, testNode.Version, testNode.Runtime,
+		time.Since(start).Round(time.Millisecond), testNode.CrishimSock)
 	code := m.Run()
 	if err := testNode.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "kube: teardown:", err)
