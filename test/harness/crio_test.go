@@ -1,30 +1,24 @@
 package harness
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// requireCRIO skips unless RUNTIME=crio: a cold CRI-O build takes minutes, which a run of
-// the default runtime should not pay. With RUNTIME=crio the other tests of this package run
+// requireCRIO skips unless RUNTIME=crio: a cold CRI-O build takes many minutes, which a run
+// of the default runtime should not pay. With RUNTIME=crio the other tests of this package run
 // on CRI-O too; these check what only CRI-O leaves behind.
 func requireCRIO(t *testing.T) {
 	t.Helper()
 	requireRoot(t)
+	// TestMain has prepared (built) the runtime RUNTIME names, and only that one.
 	if r, err := RuntimeFromEnv(); err != nil || r != RuntimeCRIO {
 		t.Skipf("%s=%s: CRI-O-only test", RuntimeEnv, os.Getenv(RuntimeEnv))
-	}
-	// Outside the test's own timeout, as `make runtime-bins` would.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	if err := Prepare(ctx, RuntimeCRIO); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -113,5 +107,43 @@ func TestCRIOPodAndTeardown(t *testing.T) {
 		if argv := procCmdline(pid); alive(pid) && slices.ContainsFunc(argv, func(a string) bool { return within(a, dir) }) {
 			t.Errorf("process %d %q still names the slot", pid, argv)
 		}
+	}
+}
+
+// TestCRIOConfigKeepsSharedPlacesOut: every path CRI-O writes to is in the slot; what is
+// outside it is only read (conmon, the CNI plugins, the build).
+func TestCRIOConfigKeepsSharedPlacesOut(t *testing.T) {
+	l := layout{slotDir(MaxSlots - 1)}
+	m := newSlotMeta(MaxSlots - 1)
+	b := crioBins{Dir: filepath.Join(crioBinCacheDir, "key")}
+	cfg := crioConfig(l, m, b, PauseImage)
+	for _, want := range []string{
+		`listen = "` + l.socket() + `"`,
+		`cgroup_manager = "cgroupfs"`,
+		`pause_image = "` + PauseImage + `"`,
+		`pause_command = ""`,
+		`runtime_path = "` + l.crioRuncWrapper() + `"`,
+		`cni_default_network = "` + m.Network + `"`,
+		"enable_nri = false",
+	} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("CRI-O config lacks %q:\n%s", want, cfg)
+		}
+	}
+	readOnly := []string{cniBinDir, b.Dir, binary("conmon")}
+	for _, line := range strings.Split(cfg, "\n") {
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == '"' || r == '[' || r == ']' || r == ',' || r == ' ' }) {
+			if !strings.HasPrefix(f, "/") || within(f, l.dir) || slices.ContainsFunc(readOnly, func(d string) bool { return within(f, d) }) {
+				continue
+			}
+			t.Errorf("CRI-O config names %s, outside the slot: %q", f, line)
+		}
+	}
+	if len(l.crioAttach())+len("/")+64+len("/attach") > 107 {
+		t.Errorf("attach socket path under %s exceeds a unix socket path's 107 bytes", l.crioAttach())
+	}
+	argv := crioCommand(l)
+	if !slices.Contains(argv, l.config()) || !slices.Contains(argv, l.crioConfDir()) {
+		t.Errorf("crio argv %q lacks the slot's config or drop-in dir", argv)
 	}
 }
