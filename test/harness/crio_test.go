@@ -125,6 +125,7 @@ func TestCRIOConfigKeepsSharedPlacesOut(t *testing.T) {
 		`runtime_path = "` + l.crioRuncWrapper() + `"`,
 		`cni_default_network = "` + m.Network + `"`,
 		"enable_nri = false",
+		"enable_pod_events = true",
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("CRI-O config lacks %q:\n%s", want, cfg)

@@ -45,6 +45,8 @@ func (l layout) crioStore() string {
 //   - runtime_path is a wrapper around runc (criobuild/runcwrap): without CAP_SYS_RESOURCE,
 //     runc cannot apply the oom_score_adj CRI-O asks for, nor capabilities outside the
 //     bounding set.
+//   - enable_pod_events: GetContainerEvents streams, as for a kubelet with EventedPLEG;
+//     off, CRI-O ends the stream at once.
 //   - pause_command empty runs the pause image's own entrypoint: ours is busybox's sh.
 //   - signature_policy unset: set, CRI-O refuses creates without image.user_specified_image,
 //     which crishimctl debug does not send; nothing is pulled anyway.
@@ -69,6 +71,7 @@ stream_port = "0"
 [crio.runtime]
 default_runtime = "runc"
 cgroup_manager = "cgroupfs"
+enable_pod_events = true
 container_exits_dir = %s
 container_attach_socket_dir = %s
 namespaces_dir = %s
