@@ -40,6 +40,11 @@ func crioTasks(l layout) []task {
 	return tasks
 }
 
+// crioHelpers are the programs of a CRI-O slot that name its paths in their flags. Named,
+// because other processes may name the slot too and are not ours to kill: a crishim in
+// front of it (--runtime-endpoint), a demo's or a node's daemons.
+var crioHelpers = []string{"crio", "conmon", "runcwrap", "runc", "crun", "pinns", "ociload"}
+
 // teardownCRIO kills what CRI-O leaves running in a slot once crio itself is dead: conmon,
 // runc and pinns name the slot's paths in their flags, container processes sit in the
 // containers' cgroups; and removes those cgroups. (Container processes are also found by the
@@ -47,7 +52,9 @@ func crioTasks(l layout) []task {
 // teardown then unmounts and removes the rest.
 func teardownCRIO(l layout) error {
 	tasks := crioTasks(l)
-	pids := ProcessesWhere(ArgvMentions(l.dir))
+	pids := ProcessesWhere(func(argv []string) bool {
+		return slices.Contains(crioHelpers, filepath.Base(argv[0])) && ArgvMentions(l.dir)(argv)
+	})
 	for _, t := range tasks {
 		pids = append(pids, cgroupProcs(t.cgroupsPath)...)
 	}
