@@ -128,12 +128,14 @@ func TestCRIThroughCrishim(t *testing.T) {
 	if err != nil || len(all) != 1 {
 		t.Errorf("ListContainerStats = %v, %v", all, err)
 	}
-	if err := rs.ReopenContainerLog(ctx, ctrID); err != nil {
-		t.Errorf("ReopenContainerLog: %v", err)
-	}
+	// Read before reopening: the kubelet reopens after moving the file away, and CRI-O's
+	// conmon then starts a new, empty file at the path (containerd appends to it).
 	logData, err := os.ReadFile(filepath.Join(podCfg.LogDirectory, ctrCfg.LogPath))
 	if err != nil || !strings.Contains(string(logData), "started") {
 		t.Errorf("container log: %q, %v", logData, err)
+	}
+	if err := rs.ReopenContainerLog(ctx, ctrID); err != nil {
+		t.Errorf("ReopenContainerLog: %v", err)
 	}
 
 	// Images.

@@ -28,11 +28,11 @@ func TestCrishimctlStatus(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("status JSON: %v\n%s", err, out)
 	}
-	if !st.RuntimeReady || st.RuntimeName != "containerd" || st.RuntimeVersion == "" || st.Version == "" || st.RuntimeEndpoint != testbed.Endpoint {
+	if !st.RuntimeReady || st.RuntimeName != testbed.RuntimeName || st.RuntimeVersion == "" || st.Version == "" || st.RuntimeEndpoint != testbed.Endpoint {
 		t.Errorf("status = %+v", st)
 	}
 	out, err = exec.Command(ctl, "--endpoint", d.Endpoint, "status").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "containerd "+st.RuntimeVersion) {
+	if err != nil || !strings.Contains(string(out), testbed.RuntimeName+" "+st.RuntimeVersion) {
 		t.Errorf("crishimctl status: %v\n%s", err, out)
 	}
 	out, err = exec.Command(ctl, "--endpoint", "unix://"+filepath.Join(t.TempDir(), "none.sock"), "--timeout", "5s", "status").CombinedOutput()

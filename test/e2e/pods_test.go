@@ -63,6 +63,20 @@ func runPod(t *testing.T, rs internalapi.RuntimeService, cfg *runtimeapi.PodSand
 func removePod(t *testing.T, rs internalapi.RuntimeService, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Containers first, with no grace period, as the kubelet kills a pod: StopPodSandbox
+	// alone gives CRI-O's containers the call's whole deadline to heed their stop signal,
+	// which the tests' sleepers (PID 1, SIGTERM ignored) never do.
+	ctrs, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: id})
+	if err != nil {
+		t.Logf("cleanup: ListContainers of pod %s: %v", id, err)
+	}
+	for _, c := range ctrs {
+		if c.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			if err := rs.StopContainer(ctx, c.GetId(), 0); err != nil {
+				t.Logf("cleanup: StopContainer %s: %v", c.GetId(), err)
+			}
+		}
+	}
 	if err := rs.StopPodSandbox(ctx, id); err != nil {
 		t.Logf("cleanup: StopPodSandbox %s: %v", id, err)
 	}

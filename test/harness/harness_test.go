@@ -271,9 +271,17 @@ func TestKillRestart(t *testing.T) {
 		t.Errorf("container pid after restart = %d, want %d", pid, w.containerPID)
 	}
 	execEcho(t, ctx, rt, w.containerID)
-	if n := strings.Count(log.String(), "containerd successfully booted"); n != 2 {
+	if n := strings.Count(log.String(), bootMessage(c.Runtime)); n != 2 {
 		t.Errorf("Options.Log got %d boot messages, want 2 (start and restart)", n)
 	}
+}
+
+// bootMessage is what the runtime logs once per start.
+func bootMessage(r Runtime) string {
+	if r == RuntimeCRIO {
+		return "Current CRI-O configuration"
+	}
+	return "containerd successfully booted"
 }
 
 // helperReport is what a helper process prints once its workload runs.

@@ -52,6 +52,9 @@ func startDaemon(be *backend, l layout, opts Options, lock *os.File) (*daemon, e
 	argv, path := be.command(l)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = withPath(os.Environ(), path)
+	if be.env != nil {
+		cmd.Env = append(cmd.Env, be.env(l)...)
+	}
 	var copied chan struct{} // closed when the tee below has copied everything, if there is one
 	if opts.Detach {
 		defer logFile.Close() // the child has its own copy
@@ -238,8 +241,9 @@ func allPIDs() []int {
 }
 
 // daemonNames are the base names of the runtime daemons backends start, each with the
-// slot's config path in its argv (containerd of either version is "containerd").
-var daemonNames = []string{"containerd"}
+// slot's config path in its argv (containerd of either version is "containerd"; CRI-O is
+// "crio").
+var daemonNames = []string{"containerd", "crio"}
 
 // isContainerdOf reports whether pid is a runtime daemon running on the slot's config. Used
 // to trust a pidfile (the pid may have been reused) and to find a daemon without one. It

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -57,9 +56,6 @@ func (r Runtime) IsContainerd() bool {
 	return r == RuntimeContainerd || r == RuntimeContainerd16
 }
 
-// errCRIONotBuilt is what asking for CRI-O returns until its backend is added.
-var errCRIONotBuilt = errors.New("CRI-O support is not built into this harness yet")
-
 // backend is everything the harness does differently per runtime. Start, Restart and the
 // teardown of a slot reach a runtime only through it, so a new runtime is one more
 // backendFor case and the files that fill its backend.
@@ -72,6 +68,8 @@ type backend struct {
 	writeConfig func(l layout, m slotMeta, pauseImage string) error
 	// command is the daemon's argv and the PATH it runs with.
 	command func(l layout) (argv []string, path string)
+	// env, if set, is more environment for the daemon (CRI-O's storage config).
+	env func(l layout) []string
 	// importImages puts the offline images into the runtime's CRI image store.
 	importImages func(ctx context.Context, l layout) error
 }
@@ -87,7 +85,7 @@ func backendFor(r Runtime) (*backend, error) {
 	case RuntimeContainerd16:
 		return containerd16Backend(), nil
 	case RuntimeCRIO:
-		return nil, errCRIONotBuilt
+		return crioBackend(), nil
 	}
 	_, err := ParseRuntime(string(r))
 	return nil, err

@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 )
@@ -32,14 +30,6 @@ func TestRuntimeFromEnv(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestCRIONotBuiltIn: until its backend exists, asking for CRI-O fails at once and says so.
-func TestCRIONotBuiltIn(t *testing.T) {
-	_, err := Start(context.Background(), Options{Runtime: RuntimeCRIO})
-	if !errors.Is(err, errCRIONotBuilt) || !strings.Contains(err.Error(), "CRI-O support is not built into this harness yet") {
-		t.Fatalf("Start(crio) = %v; want %v", err, errCRIONotBuilt)
 	}
 }
 

@@ -118,6 +118,10 @@ func teardown(ctx context.Context, dir string, m slotMeta) error {
 	if left := signalAndWait(slotProcesses(l, tasks), syscall.SIGKILL, 5*time.Second); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes %v survived SIGKILL", left))
 	}
+	// Whatever ran in the slot: a CRI-O slot whose slot.json was lost looks like containerd's.
+	if err := teardownCRIO(l); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range tasks {
 		if err := removeCgroup(t.cgroupsPath); err != nil {
 			errs = append(errs, err)
