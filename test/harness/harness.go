@@ -28,6 +28,9 @@ type Options struct {
 	// Owner, with Detach, names what the detached containerd belongs to (a node of
 	// test/node); TeardownDetached leaves owned slots to their owner's own teardown.
 	Owner string
+	// Mirrors sends the pulls of each registry host to a mirror URL, e.g. a Registry's
+	// Mirrors(); a host without one is asked itself, which fails offline.
+	Mirrors map[string]string
 }
 
 // Containerd is a running private containerd in a slot owned by this process.
@@ -122,6 +125,9 @@ func (c *Containerd) start(ctx context.Context) error {
 		return err
 	}
 	if err := writeConfigs(c.layout, c.meta, c.PauseImage); err != nil {
+		return err
+	}
+	if err := writeMirrors(c.layout, c.opts.Mirrors); err != nil {
 		return err
 	}
 	// Build before starting containerd: if busybox is unusable, fail before spending a
