@@ -13,7 +13,8 @@ import (
 // Every image critest (critestVersion) pulls, by the names its specs use, built from the
 // host's busybox and served by a harness.Registry. What each stands in for is what the specs
 // look at, read from pkg/validate and cri-tools' images/ directory:
-//   - busybox: the default container image; specs bring their own commands.
+//   - busybox: the default container image; specs bring their own commands. Debian's static
+//     busybox lacks two applets the specs run, pgrep and ipcs, so scripts stand in.
 //   - nginx, hostnet-nginx: a process named nginx whose command line says "master process",
 //     its PID in /var/run/nginx.pid, HTTP 200 on "/" (port 80; 12003 for hostnet).
 //   - httpd: HTTP 200 on "/" at port 80.
@@ -51,6 +52,21 @@ trap 'kill $!; exit 0' TERM INT QUIT
 wait
 `
 
+// pgrepScript is /usr/bin/pgrep NAME: the PIDs of the processes named NAME.
+const pgrepScript = `#!/bin/sh
+status=1
+for d in /proc/[0-9]*; do
+	read -r comm 2>/dev/null < "$d/comm" && [ "$comm" = "$1" ] && echo "${d#/proc/}" && status=0
+done
+exit $status
+`
+
+// ipcsScript is /usr/bin/ipcs -m: the shared memory segments of the IPC namespace, which is
+// what the specs look for (a segment's ID, in the host's namespace and not in a pod's).
+const ipcsScript = `#!/bin/sh
+cat /proc/sysvipc/shm
+`
+
 // critestImages returns the images to serve; nnp is the path of the built ./nnp program.
 func critestImages(nnp []byte) []harness.RegistryImage {
 	page := "<html><body>crishim conformance stand-in</body></html>\n"
@@ -71,7 +87,11 @@ func critestImages(nnp []byte) []harness.RegistryImage {
 		return harness.RegistryImage{Ref: ref, Cmd: []string{"sh"}, User: u}
 	}
 	images := []harness.RegistryImage{
-		{Ref: e2eImages + "busybox:1.29-2", Cmd: []string{"sh"}},
+		{Ref: e2eImages + "busybox:1.29-2", Cmd: []string{"sh"},
+			Files: []harness.ImageFile{
+				{Path: "/usr/bin/pgrep", Mode: 0o755, Data: pgrepScript},
+				{Path: "/usr/bin/ipcs", Mode: 0o755, Data: ipcsScript},
+			}},
 		nginx(e2eImages + "nginx:1.14-2"),
 		nginx(criTools+"hostnet-nginx-amd64", "NGINX_PORT=12003"),
 		{Ref: e2eImages + "httpd:2.4.39-4", Cmd: []string{"serve-http", "80", "/usr/local/apache2/htdocs"},
