@@ -17,7 +17,7 @@ import (
 //     busybox lacks two applets the specs run, pgrep and ipcs, so scripts stand in.
 //   - nginx, hostnet-nginx: a process named nginx whose command line says "master process",
 //     its PID in /var/run/nginx.pid, HTTP 200 on "/" (port 80; 12003 for hostnet).
-//   - httpd: HTTP 200 on "/" at port 80.
+//   - httpd: HTTP 200 on "/" at port 80, and "httpd" in its log.
 //   - nonewprivs: a setuid-root program printing "Effective uid: N" (built from ./nnp).
 //   - test-image-user-*: only their config's User is read.
 //   - test-image-predefined-group: user 1000 in group 50000 by the image's /etc/group.
@@ -45,8 +45,10 @@ trap 'kill $!; exit 0' TERM INT QUIT
 wait
 `
 
-// serveScript is /usr/local/bin/serve-http PORT DIR, busybox httpd ending on SIGTERM.
+// serveScript is /usr/local/bin/serve-http PORT DIR, busybox httpd ending on SIGTERM. It logs
+// a line naming httpd, as the real httpd's start-up does and a spec reads in the log.
 const serveScript = `#!/bin/sh
+echo "httpd (busybox) serving $2 on port $1" >&2
 httpd -f -p "$1" -h "$2" &
 trap 'kill $!; exit 0' TERM INT QUIT
 wait
