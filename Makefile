@@ -1,6 +1,15 @@
 # crishim: the two commands that matter are `make demo` and `make test`.
-# Both install what they need (Debian packages for the private containerd,
+# Both install what they need (Debian packages for the private runtime,
 # Go tools into ./bin/tools) on a fresh machine.
+#
+# RUNTIME picks the real runtime behind crishim for demo, node, bench and the
+# tests (test/harness reads it from the environment, so `make test RUNTIME=...`
+# and `RUNTIME=... make test` both work):
+#   containerd      containerd v2.4.2, built from the Go module proxy and cached
+#                   in /var/tmp/crishim-testbed/containerd-bin (the default)
+#   containerd-1.6  Debian 12's containerd package
+#   crio            CRI-O 1.34
+export RUNTIME
 
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -20,7 +29,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins bench conformance lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -33,10 +42,10 @@ deb:
 	@test -x $(TOOLS)/nfpm || GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' DEB_VERSION='$(DEB_VERSION)' COMMIT='$(COMMIT)' packaging/deb/build.sh
 
-# All tests: unit tests, then end-to-end tests against a private containerd, then the
-# same through a real kubelet and kubectl (test/kube). The Kubernetes binaries are built
-# first, outside the tests' timeout: cold, that is the long part; cached after.
-test: build kube-bins
+# All tests: unit tests, then end-to-end tests against the private runtime (RUNTIME), then
+# the same through a real kubelet and kubectl (test/kube). The Kubernetes binaries and the
+# runtime are built first, outside the tests' timeout: cold, that is the long part; cached after.
+test: build kube-bins runtime-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./...
 
@@ -53,7 +62,7 @@ fuzz:
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
 	done
 
-e2e: build
+e2e: build runtime-bins
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/...
 
 # A private containerd, crishim in front of it, a scripted walk through what
@@ -79,6 +88,11 @@ node-clean:
 # kubectl and etcd from the Go module proxy (test/node/kubebuild).
 kube-bins:
 	@$(GO) run ./test/node/up --build-only
+
+# Install or build (or find cached) what RUNTIME needs: Debian packages, and for the
+# default containerd 2.4 its binaries (test/harness/containerdbin.go).
+runtime-bins:
+	@$(GO) run ./test/harness/prepare
 
 # Direct vs. a byte-copying pipe (the floor) vs. crishim vs. a naive forwarder,
 # interleaved, against a fake runtime and the private containerd (root).

@@ -197,7 +197,7 @@ func runBackends(ctx context.Context, o options) (*report, error) {
 		rep.Notes = append(rep.Notes, "containerd backend skipped: needs root")
 		return rep, nil
 	}
-	progress("starting the private containerd and %d pods with %d containers each", o.pods, o.perPod)
+	progress("starting the private runtime ($RUNTIME, default containerd 2.4) and %d pods with %d containers each", o.pods, o.perPod)
 	cd, err := harness.Start(ctx, harness.Options{})
 	if err != nil {
 		return rep, err
@@ -206,6 +206,8 @@ func runBackends(ctx context.Context, o options) (*report, error) {
 		progress("tearing down the private containerd")
 		_ = cd.Stop()
 	}()
+	rep.Runtime = cd.RuntimeName + " " + cd.RuntimeVersion
+	progress("runtime: %s", rep.Runtime)
 	conn, err := cd.Dial()
 	if err != nil {
 		return rep, err

@@ -92,6 +92,10 @@ type streamRow struct {
 
 type report struct {
 	Machine string `json:"machine"`
+	// Runtime is the real runtime behind the "containerd" backend's rows, as its CRI
+	// Version names it ("containerd v2.4.2"): $RUNTIME picks it, and numbers of two
+	// runtimes are not comparable.
+	Runtime string `json:"runtime,omitempty"`
 	// Builds names the binary each crishim target ran ("crishim",
 	// "baseline"): its path and a hash of its bytes, so that runs with
 	// the two builds in alternating slots are combined build by build.
@@ -221,7 +225,11 @@ func (r *report) print(w io.Writer, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
+	fmt.Fprintf(w, "machine: %s\n", r.Machine)
+	if r.Runtime != "" {
+		fmt.Fprintf(w, "runtime: %s\n", r.Runtime)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tworkload\tdirect p50\tp99\tpipe p50\tp99\tadded\tcrishim p50\tp99\tadded p50\tratio\tadded/pipe p50\t95%\tp99\tgrpc relay p50\tp99\tadded\tnaive p50\tp99\tadded\tratio\tcrishim CPU/1000\tpipe CPU/1000\t")
 	for _, l := range r.Latency {

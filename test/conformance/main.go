@@ -33,7 +33,7 @@ var errRegressions = errors.New("specs pass directly but fail through crishim")
 
 func main() {
 	crishimBin := flag.String("crishim", "bin/crishim", "crishim binary to put in front of the runtime")
-	runtimeName := flag.String("runtime", os.Getenv("RUNTIME"), "runtime behind crishim: containerd, crio or containerd-1.6 (default $RUNTIME, else the harness's default)")
+	runtimeName := flag.String("runtime", os.Getenv("RUNTIME"), "runtime behind crishim: containerd (the default), crio or containerd-1.6 (default $RUNTIME)")
 	out := flag.String("out", "", "directory for reports and logs (default "+filepath.Join(harness.BaseDir, "conformance", "<runtime>")+")")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -63,11 +63,11 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 		return fmt.Errorf("crishim binary (make build): %w", err)
 	}
 	if out == "" {
-		name := runtimeName
-		if name == "" {
-			name = "default"
+		rt, err := harness.ParseRuntime(runtimeName)
+		if err != nil {
+			return err
 		}
-		out = filepath.Join(harness.BaseDir, "conformance", name)
+		out = filepath.Join(harness.BaseDir, "conformance", string(rt))
 	}
 	if err := os.RemoveAll(out); err != nil {
 		return fmt.Errorf("clear %s: %w", out, err)
@@ -90,7 +90,7 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 	}
 	defer reg.Close()
 
-	log.Info("starting the runtime", "runtime", runtimeName)
+	log.Info("starting the runtime", "RUNTIME", runtimeName)
 	cd, err := startRuntime(ctx, runtimeName, reg.Mirrors())
 	if err != nil {
 		return err
@@ -100,15 +100,12 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 			log.Error("runtime teardown", "err", err)
 		}
 	}()
-	version, err := runtimeVersion(ctx, cd)
-	if err != nil {
-		return err
-	}
 	shim, err := crishimproc.Start(crishimproc.Options{
 		Binary:          crishimBin,
 		Socket:          filepath.Join(out, "crishim.sock"),
 		RuntimeEndpoint: cd.Endpoint,
 		LogPath:         filepath.Join(out, "crishim.log"),
+		Args:            crishimArgs(cd),
 	})
 	if err != nil {
 		return err
@@ -132,7 +129,8 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 	}
 
 	c := compare(results["direct"], results["crishim"])
-	title := fmt.Sprintf("critest %s, %s (RUNTIME=%s); reports and logs in %s", critestVersion, version, runtimeName, out)
+	title := fmt.Sprintf("critest %s against %s %s (RUNTIME=%s); reports and logs in %s",
+		critestVersion, cd.RuntimeName, cd.RuntimeVersion, cd.Runtime, out)
 	printReport(os.Stdout, title, results["direct"], results["crishim"], c)
 	if len(c.Regressions) > 0 {
 		return fmt.Errorf("%d %w", len(c.Regressions), errRegressions)

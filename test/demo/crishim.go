@@ -18,6 +18,7 @@ func startCrishim(bin, sock string, cd *harness.Containerd, keep bool) (*crishim
 		Socket:          sock,
 		RuntimeEndpoint: cd.Endpoint,
 		LogPath:         filepath.Join(cd.Dir, "crishim.log"),
+		Args:            []string{"--containerd-address", cd.ContainerdAddress},
 		Detach:          keep,
 	})
 	if err != nil {

@@ -54,9 +54,13 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error 
 			return fmt.Errorf("%s: %w (run `make build` first)", bin, err)
 		}
 	}
-	say("Starting a private containerd (Debian's containerd + runc, offline images, own CNI bridge)")
+	rt, err := harness.RuntimeFromEnv()
+	if err != nil {
+		return err
+	}
+	say("Starting a private %s (%s, offline images, own CNI bridge; RUNTIME= picks another)", rt, runtimeBlurb(rt))
 	start := time.Now()
-	cd, err := harness.Start(ctx, harness.Options{Detach: keep})
+	cd, err := harness.Start(ctx, harness.Options{Detach: keep, Runtime: rt})
 	if err != nil {
 		return err
 	}
@@ -68,7 +72,7 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error 
 			}
 		}()
 	}
-	detail("containerd %s in %s (up in %s)", cd.Endpoint, cd.Dir, time.Since(start).Round(time.Millisecond))
+	detail("%s %s at %s in %s (up in %s)", cd.RuntimeName, cd.RuntimeVersion, cd.Endpoint, cd.Dir, time.Since(start).Round(time.Millisecond))
 
 	sock := filepath.Join(cd.Dir, "crishim.sock")
 	say("Starting crishim in front of it")
@@ -97,7 +101,7 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error 
 		say("Left running (make demo-clean removes both)")
 		fmt.Printf(`
   crishim socket:   unix://%[1]s
-  containerd:       %[2]s
+  runtime:          %[2]s
   metrics:          http://%[3]s/metrics
 
   crictl --runtime-endpoint unix://%[1]s ps
@@ -114,6 +118,17 @@ func say(format string, args ...any) {
 
 func detail(format string, args ...any) {
 	fmt.Printf("    "+format+"\n", args...)
+}
+
+// runtimeBlurb says where the demo's runtime comes from.
+func runtimeBlurb(r harness.Runtime) string {
+	switch r {
+	case harness.RuntimeContainerd:
+		return "containerd v2.4 built from the Go module proxy, Debian's runc"
+	case harness.RuntimeContainerd16:
+		return "Debian's containerd 1.6 + runc"
+	}
+	return string(r)
 }
 
 // cleanKept stops kept demos' crishims, then their containerds.

@@ -92,7 +92,11 @@ func showSignals(ctx context.Context, ctlBin string, d *crishimproc.Process, rs 
 		return err
 	}
 
-	say("StopContainer: containerd 1.6 ignores stop_signal, so crishim delivers SIGUSR1 first")
+	if cd.Runtime == harness.RuntimeContainerd16 {
+		say("StopContainer: containerd 1.6 ignores stop_signal, so crishim delivers SIGUSR1 first")
+	} else {
+		say("StopContainer: %s %s honours stop_signal itself, so crishim passes the call on", cd.RuntimeName, cd.RuntimeVersion)
+	}
 	st, err := rs.ContainerStatus(ctx, ctrID, false)
 	if err != nil {
 		return err

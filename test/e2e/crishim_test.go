@@ -17,6 +17,12 @@ import (
 func startCrishim(t *testing.T, runtimeEndpoint string, extra ...string) *crishimproc.Process {
 	t.Helper()
 	dir := t.TempDir()
+	if runtimeEndpoint == testbed.Endpoint {
+		// Said outright rather than left to crishim's default (the runtime endpoint's
+		// path), which is wrong for a runtime that is not containerd: there it is "".
+		// A test's own --containerd-address in extra comes later and wins.
+		extra = append([]string{"--containerd-address", testbed.ContainerdAddress}, extra...)
+	}
 	p, err := crishimproc.Start(crishimproc.Options{
 		Binary:          filepath.Join(binDir, "crishim"),
 		Socket:          filepath.Join(dir, "crishim.sock"),

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	// testbed is the private containerd shared by the tests of this package.
+	// testbed is the private runtime ($RUNTIME) shared by the tests of this package.
 	testbed *harness.Containerd
 	// binDir holds the crishim and crishimctl binaries built for this run.
 	binDir string
@@ -56,10 +56,11 @@ func runMain(m *testing.M) int {
 	start := time.Now()
 	testbed, err = harness.Start(ctx, harness.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: start private containerd:", err)
+		fmt.Fprintln(os.Stderr, "e2e: start private runtime:", err)
 		return 1
 	}
-	fmt.Printf("e2e: private containerd in %s up in %s (slot %d, %s)\n", testbed.Dir, time.Since(start).Round(time.Millisecond), testbed.Slot, testbed.Endpoint)
+	fmt.Printf("e2e: private %s (%s %s) in %s up in %s (slot %d, %s)\n", testbed.Runtime, testbed.RuntimeName, testbed.RuntimeVersion,
+		testbed.Dir, time.Since(start).Round(time.Millisecond), testbed.Slot, testbed.Endpoint)
 	code := m.Run()
 	if err := testbed.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: teardown:", err)

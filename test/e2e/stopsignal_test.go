@@ -99,11 +99,18 @@ func assertStopSignalReported(t *testing.T, rs internalapi.RuntimeService, id st
 
 // TestStopSignal: a container created with stop_signal SIGUSR1 and stopped
 // through crishim gets SIGUSR1 (its trap writes the marker and exits 0),
-// and never SIGTERM. containerd 1.6 ignores stop_signal, so auto emulates.
+// and never SIGTERM. Emulated, crishim delivers it; in auto, crishim does
+// what auto decides for the runtime (autoStopSignalMode): it emulates in
+// front of containerd 1.6, which ignores stop_signal, and passes the field
+// to containerd 2.4, which honours it.
 func TestStopSignal(t *testing.T) {
 	direct, _ := criClients(t, testbed.Endpoint)
 	for _, mode := range []string{shim.StopSignalEmulate, shim.StopSignalAuto} {
 		t.Run(mode, func(t *testing.T) {
+			effective := mode
+			if mode == shim.StopSignalAuto {
+				effective = autoStopSignalMode()
+			}
 			p := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", mode)
 			rs, _ := criClients(t, p.Endpoint)
 			ctx := context.Background()
@@ -115,11 +122,21 @@ func TestStopSignal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := st.GetStatus().GetAnnotations()[shim.StopSignalAnnotation]; got != "SIGUSR1" {
-				t.Errorf("annotation %s = %q, want SIGUSR1", shim.StopSignalAnnotation, got)
+			annotation, annotated := st.GetStatus().GetAnnotations()[shim.StopSignalAnnotation]
+			switch {
+			case effective == shim.StopSignalEmulate && annotation != "SIGUSR1":
+				t.Errorf("annotation %s = %q, want SIGUSR1 (emulated)", shim.StopSignalAnnotation, annotation)
+			case effective == shim.StopSignalNative && annotated:
+				t.Errorf("annotation %s = %q on a natively honoured stop signal, want none", shim.StopSignalAnnotation, annotation)
 			}
-			if got := st.GetStatus().GetStopSignal(); got != runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
-				t.Fatalf("containerd reports stop_signal %s itself: this containerd honours it, the test is moot", got)
+			// crishim passes the field on in every mode; the runtime's own status shows
+			// whether it took it.
+			want := runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT
+			if runtimeReportsStopSignal() {
+				want = runtimeapi.Signal_SIGNAL_SIGUSR1
+			}
+			if got := st.GetStatus().GetStopSignal(); got != want {
+				t.Errorf("%s %s reports stop_signal %s itself, want %s", testbed.RuntimeName, testbed.RuntimeVersion, got, want)
 			}
 			assertStopSignalReported(t, rs, id, runtimeapi.Signal_SIGNAL_SIGUSR1)
 
@@ -135,13 +152,24 @@ func TestStopSignal(t *testing.T) {
 			}
 			assertStopSignalReported(t, rs, id, runtimeapi.Signal_SIGNAL_SIGUSR1)
 			m := metricsText(t, p.Metrics)
-			for _, want := range []string{
-				`crishim_stop_signal_creates_total{code="OK",mode="emulate"} 1`,
-				`crishim_stop_signal_stops_total{outcome="exited"} 1`,
-				`crishim_signal_deliveries_total{code="OK",origin="stop",signal="SIGUSR1",via="containerd"} 1`,
-			} {
+			wants := []string{`crishim_stop_signal_creates_total{code="OK",mode="` + effective + `"} 1`}
+			unwanted := []string{}
+			if effective == shim.StopSignalEmulate {
+				wants = append(wants,
+					`crishim_stop_signal_stops_total{outcome="exited"} 1`,
+					`crishim_signal_deliveries_total{code="OK",origin="stop",signal="SIGUSR1",via="containerd"} 1`)
+			} else {
+				// The runtime delivered it: crishim neither signalled nor counted a stop.
+				unwanted = append(unwanted, `crishim_stop_signal_stops_total{`, `crishim_signal_deliveries_total{code="OK",origin="stop"`)
+			}
+			for _, want := range wants {
 				if !strings.Contains(m, want) {
 					t.Errorf("metrics lack %s", want)
+				}
+			}
+			for _, u := range unwanted {
+				if strings.Contains(m, u) {
+					t.Errorf("metrics have %s... in native mode", u)
 				}
 			}
 		})
@@ -149,11 +177,13 @@ func TestStopSignal(t *testing.T) {
 }
 
 // TestStopSignalAfterCrishimRestart: the annotation is the only state, so
-// a crishim started after the create still delivers the stop signal.
+// a crishim started after the create still delivers the stop signal. Its
+// subject is emulation, so it asks for it: in auto, crishim would leave the
+// signal to a runtime that honours it.
 func TestStopSignalAfterCrishimRestart(t *testing.T) {
 	ctx := context.Background()
 	direct, _ := criClients(t, testbed.Endpoint) // the pod outlives the first crishim
-	first := startCrishim(t, testbed.Endpoint)
+	first := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
 	rs1, _ := criClients(t, first.Endpoint)
 	pod := podConfig(t, uniqueName("stopsig-restart"), nil)
 	podID := runPod(t, direct, pod)
@@ -162,7 +192,7 @@ func TestStopSignalAfterCrishimRestart(t *testing.T) {
 		t.Fatalf("stop the first crishim: %v", err)
 	}
 
-	second := startCrishim(t, testbed.Endpoint)
+	second := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
 	rs2, _ := criClients(t, second.Endpoint)
 	assertStopSignalReported(t, rs2, id, runtimeapi.Signal_SIGNAL_SIGUSR1)
 	if err := rs2.StopContainer(ctx, id, 30); err != nil {
@@ -179,13 +209,13 @@ func TestStopSignalAfterCrishimRestart(t *testing.T) {
 
 // TestStopSignalNeverTwice: the container records SIGUSR1 and keeps
 // running, so every stop ends in a kill; however the kubelet retries, the
-// container sees SIGUSR1 once.
+// container sees SIGUSR1 once. Emulation's promise, so emulation it asks for.
 func TestStopSignalNeverTwice(t *testing.T) {
 	ctx := context.Background()
 	direct, _ := criClients(t, testbed.Endpoint)
 
 	t.Run("concurrent retries", func(t *testing.T) {
-		p := startCrishim(t, testbed.Endpoint)
+		p := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
 		rs, _ := criClients(t, p.Endpoint)
 		pod := podConfig(t, uniqueName("stopsig-retry"), nil)
 		podID := runPod(t, rs, pod)
@@ -222,7 +252,7 @@ func TestStopSignalNeverTwice(t *testing.T) {
 	})
 
 	t.Run("crishim killed during the stop", func(t *testing.T) {
-		first := startCrishim(t, testbed.Endpoint)
+		first := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
 		rs1, _ := criClients(t, first.Endpoint)
 		pod := podConfig(t, uniqueName("stopsig-crash"), nil)
 		podID := runPod(t, direct, pod)
@@ -244,7 +274,7 @@ func TestStopSignalNeverTwice(t *testing.T) {
 			t.Fatal("StopContainer through the killed crishim succeeded")
 		}
 
-		second := startCrishim(t, testbed.Endpoint)
+		second := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", shim.StopSignalEmulate)
 		rs2, _ := criClients(t, second.Endpoint)
 		if err := rs2.StopContainer(ctx, id, 2); err != nil {
 			t.Fatalf("retried StopContainer through the second crishim: %v", err)

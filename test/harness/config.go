@@ -29,7 +29,7 @@ var disabledPlugins = []string{
 	"io.containerd.internal.v1.tracing",
 }
 
-// containerdConfig renders the containerd 1.6 config (version 2). Every key was checked
+// containerd16Config renders the containerd 1.6 config (version 2). Every key was checked
 // against `containerd config default` of 1.6.20; the reasons for the non-default ones:
 //   - restrict_oom_score_adj: without CAP_SYS_RESOURCE runc cannot lower oom_score_adj and
 //     fails with "can't get final child's PID from pipe".
@@ -40,7 +40,7 @@ var disabledPlugins = []string{
 //     system containerd.
 //   - SystemdCgroup=false: there is no systemd; cgroupfs it is.
 //   - registry config_path: the slot's hosts.toml files, for Options.Mirrors.
-func containerdConfig(l layout, pauseImage string) string {
+func containerd16Config(l layout, pauseImage string) string {
 	q := strconv.Quote
 	quoted := make([]string, len(disabledPlugins))
 	for i, p := range disabledPlugins {
@@ -142,14 +142,15 @@ func cniConfList(l layout, m slotMeta) ([]byte, error) {
 	return b, nil
 }
 
-// writeConfigs creates the slot's directory tree and writes containerd's and CNI's config.
-func writeConfigs(l layout, m slotMeta, pauseImage string) error {
+// writeContainerdConfigs creates the slot's directory tree and writes containerd's config
+// (rendered by the caller for its containerd) and CNI's.
+func writeContainerdConfigs(l layout, m slotMeta, config string) error {
 	for _, d := range []string{l.root(), l.state(), l.temp(), l.opt(), l.runcRoot(), l.cniConfDir(), l.ipamDir(), filepath.Dir(l.imagesTar()), l.pods()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	if err := os.WriteFile(l.config(), []byte(containerdConfig(l, pauseImage)), 0o644); err != nil {
+	if err := os.WriteFile(l.config(), []byte(config), 0o644); err != nil {
 		return fmt.Errorf("write containerd config: %w", err)
 	}
 	cni, err := cniConfList(l, m)

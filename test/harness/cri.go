@@ -56,6 +56,31 @@ func poll(ctx context.Context, timeout time.Duration, f func(context.Context) er
 	}
 }
 
+// RequiredConditions are the CRI Status conditions that must be true for a runtime to be
+// ready: the two the kubelet requires. Others are informational: containerd 2.x on cgroup
+// v1 reports ContainerdHasNoDeprecationWarnings=false and runs pods all the same.
+var RequiredConditions = []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady}
+
+// Ready checks a CRI Status answer as the kubelet does: every RequiredConditions present
+// and true, whatever the other conditions say.
+func Ready(st *runtimeapi.RuntimeStatus) error {
+	for _, want := range RequiredConditions {
+		var found *runtimeapi.RuntimeCondition
+		for _, c := range st.GetConditions() {
+			if c.GetType() == want {
+				found = c
+			}
+		}
+		if found == nil {
+			return fmt.Errorf("CRI condition %s missing from Status", want)
+		}
+		if !found.GetStatus() {
+			return fmt.Errorf("CRI condition %s not ready: %s %s", want, found.GetReason(), found.GetMessage())
+		}
+	}
+	return nil
+}
+
 // criReady reports nil once the runtime answers Version and says that both the runtime and
 // the network (the CNI config has been loaded) are ready, i.e. a pod can be run.
 func criReady(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error {
@@ -66,12 +91,7 @@ func criReady(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error {
 	if err != nil {
 		return fmt.Errorf("CRI Status: %w", err)
 	}
-	for _, c := range st.GetStatus().GetConditions() {
-		if !c.GetStatus() {
-			return fmt.Errorf("CRI condition %s not ready: %s %s", c.GetType(), c.GetReason(), c.GetMessage())
-		}
-	}
-	return nil
+	return Ready(st.GetStatus())
 }
 
 // removeAllPods stops and removes every pod sandbox (and so every container) through CRI.

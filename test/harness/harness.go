@@ -28,31 +28,45 @@ type Options struct {
 	// Owner, with Detach, names what the detached containerd belongs to (a node of
 	// test/node); TeardownDetached leaves owned slots to their owner's own teardown.
 	Owner string
+	// Runtime is the runtime to run; empty means RuntimeFromEnv(), so that `RUNTIME=...`
+	// reaches every test, the demo, the node and the bench without each passing it on.
+	Runtime Runtime
 	// Mirrors sends the pulls of each registry host to a mirror URL, e.g. a Registry's
 	// Mirrors(); a host without one is asked itself, which fails offline.
 	Mirrors map[string]string
 }
 
-// Containerd is a running private containerd in a slot owned by this process.
+// Containerd is a running private container runtime in a slot owned by this process. The
+// name is from when the runtime was always containerd; Runtime says which it is.
 type Containerd struct {
-	Slot         int    // slot number, 0 <= Slot < MaxSlots
-	Dir          string // the slot's root dir, everything lives under it
-	Socket       string // containerd's gRPC socket path (CRI and containerd API)
-	Endpoint     string // "unix://" + Socket, as the kubelet would pass it
-	PauseImage   string // sandbox image, named by the CRI config's sandbox_image
-	BusyboxImage string // busybox image with every applet in /bin, default command /bin/sh
-	SpareImage   string // a distinct image that tests may remove
-	Bridge       string // CNI bridge interface name
-	Subnet       string // CIDR host-local IPAM assigns pod IPs from
-	Network      string // CNI network name
-	Namespace    string // containerd namespace of CRI objects ("k8s.io")
-	LogPath      string // containerd's log file
-	PodsDir      string // free directory under Dir, e.g. for pod log directories; removed by Stop
+	Runtime Runtime // which runtime runs in the slot
+	// RuntimeName and RuntimeVersion are what CRI Version answered once the runtime was
+	// ready ("containerd", "v2.4.2"; Debian's 1.6 says "1.6.20~ds1").
+	RuntimeName    string
+	RuntimeVersion string
+	Slot           int    // slot number, 0 <= Slot < MaxSlots
+	Dir            string // the slot's root dir, everything lives under it
+	Socket         string // the runtime's CRI socket path (containerd's also serves its own API)
+	Endpoint       string // "unix://" + Socket, as the kubelet would pass it
+	// ContainerdAddress is the containerd API socket to give crishim with
+	// --containerd-address, for its containerd-native paths; "" when the runtime is not
+	// containerd.
+	ContainerdAddress string
+	PauseImage        string // sandbox image, named by the CRI config's sandbox_image
+	BusyboxImage      string // busybox image with every applet in /bin, default command /bin/sh
+	SpareImage        string // a distinct image that tests may remove
+	Bridge            string // CNI bridge interface name
+	Subnet            string // CIDR host-local IPAM assigns pod IPs from
+	Network           string // CNI network name
+	Namespace         string // containerd namespace of CRI objects ("k8s.io")
+	LogPath           string // containerd's log file
+	PodsDir           string // free directory under Dir, e.g. for pod log directories; removed by Stop
 
-	opts   Options
-	layout layout
-	meta   slotMeta
-	lock   *os.File
+	opts    Options
+	backend *backend
+	layout  layout
+	meta    slotMeta
+	lock    *os.File
 
 	mu      sync.Mutex
 	daemon  *daemon
@@ -61,27 +75,58 @@ type Containerd struct {
 	stopEr  error
 }
 
-// Start checks the installed packages, takes the lowest free slot, sweeps whatever an
-// interrupted run left in it, writes the configs, starts containerd, waits until CRI
-// answers with runtime and network ready, and imports PauseImage, BusyboxImage and SpareImage.
+// Start picks the runtime (Options.Runtime, else $RUNTIME), installs or builds what it
+// needs, takes the lowest free slot, sweeps whatever an interrupted run left in it, writes
+// the configs, starts the runtime, waits until CRI answers with runtime and network ready,
+// and imports PauseImage, BusyboxImage and SpareImage.
 func Start(ctx context.Context, opts Options) (*Containerd, error) {
-	if err := EnsurePackages(ctx); err != nil {
+	be, err := prepare(ctx, &opts)
+	if err != nil {
 		return nil, err
 	}
 	n, lock, err := acquireSlot()
 	if err != nil {
 		return nil, err
 	}
-	return startInSlot(ctx, opts, n, lock)
+	return startInSlot(ctx, opts, be, n, lock)
 }
 
-// startInSlot starts containerd in slot n, whose lock the caller holds and hands over.
-func startInSlot(ctx context.Context, opts Options, n int, lock *os.File) (*Containerd, error) {
+// Prepare installs or builds what runtime r needs ("" means RuntimeFromEnv()), as Start
+// would, without starting it: `make runtime-bins` runs it before the tests so that a cold
+// build of containerd never counts against a test's timeout.
+func Prepare(ctx context.Context, r Runtime) error {
+	_, err := prepare(ctx, &Options{Runtime: r})
+	return err
+}
+
+// prepare resolves opts.Runtime and readies what its backend needs before a slot is taken.
+func prepare(ctx context.Context, opts *Options) (*backend, error) {
+	if opts.Runtime == "" {
+		r, err := RuntimeFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts.Runtime = r
+	}
+	be, err := backendFor(opts.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w", opts.Runtime, err)
+	}
+	if err := be.prepare(ctx); err != nil {
+		return nil, fmt.Errorf("prepare runtime %s: %w", opts.Runtime, err)
+	}
+	return be, nil
+}
+
+// startInSlot starts the runtime in slot n, whose lock the caller holds and hands over.
+func startInSlot(ctx context.Context, opts Options, be *backend, n int, lock *os.File) (*Containerd, error) {
 	m := newSlotMeta(n)
 	m.Detached = opts.Detach
 	m.Owner = opts.Owner
+	m.Runtime = be.runtime
 	l := layout{slotDir(n)}
 	c := &Containerd{
+		Runtime:      be.runtime,
 		Slot:         n,
 		Dir:          l.dir,
 		Socket:       l.socket(),
@@ -96,14 +141,18 @@ func startInSlot(ctx context.Context, opts Options, n int, lock *os.File) (*Cont
 		LogPath:      l.logFile(),
 		PodsDir:      l.pods(),
 		opts:         opts,
+		backend:      be,
 		layout:       l,
 		meta:         m,
 		lock:         lock,
 	}
+	if be.runtime.IsContainerd() {
+		c.ContainerdAddress = c.Socket
+	}
 	if err := c.start(ctx); err != nil {
 		// Leave nothing half-started behind; the error that matters is the start error.
 		_ = c.Stop()
-		return nil, fmt.Errorf("start containerd in slot %d: %w", n, err)
+		return nil, fmt.Errorf("start %s in slot %d: %w", be.runtime, n, err)
 	}
 	return c, nil
 }
@@ -124,7 +173,7 @@ func (c *Containerd) start(ctx context.Context) error {
 	if err := writeSlotMeta(c.Dir, c.meta); err != nil {
 		return err
 	}
-	if err := writeConfigs(c.layout, c.meta, c.PauseImage); err != nil {
+	if err := c.backend.writeConfig(c.layout, c.meta, c.PauseImage); err != nil {
 		return err
 	}
 	if err := writeMirrors(c.layout, c.opts.Mirrors); err != nil {
@@ -138,7 +187,25 @@ func (c *Containerd) start(ctx context.Context) error {
 	if err := c.run(ctx); err != nil {
 		return err
 	}
-	return importImages(ctx, c.layout)
+	if err := c.readVersion(ctx); err != nil {
+		return err
+	}
+	return c.backend.importImages(ctx, c.layout)
+}
+
+// readVersion records what the runtime says it is.
+func (c *Containerd) readVersion(ctx context.Context) error {
+	conn, err := dialCRI(c.Socket)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	v, err := runtimeVersion(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("CRI Version: %w", err)
+	}
+	c.RuntimeName, c.RuntimeVersion = v.GetRuntimeName(), v.GetRuntimeVersion()
+	return nil
 }
 
 // run starts the containerd process and waits for CRI. Callers hold no lock; run takes c.mu.
@@ -148,7 +215,7 @@ func (c *Containerd) run(ctx context.Context) error {
 		c.mu.Unlock()
 		return errors.New("harness was stopped")
 	}
-	d, err := startContainerd(c.layout, c.opts, c.lock)
+	d, err := startDaemon(c.backend, c.layout, c.opts, c.lock)
 	c.daemon = d
 	c.mu.Unlock()
 	if err != nil {

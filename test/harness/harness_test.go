@@ -370,7 +370,12 @@ func TestCrashedRunIsSwept(t *testing.T) {
 	if err != nil {
 		t.Fatalf("slot %d of the killed helper is not free: %v", r.Slot, err)
 	}
-	c, err := startInSlot(ctx, Options{}, r.Slot, lock)
+	opts := Options{}
+	be, err := prepare(ctx, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := startInSlot(ctx, opts, be, r.Slot, lock)
 	if err != nil {
 		t.Fatalf("start in the crashed slot: %v", err)
 	}

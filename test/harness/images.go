@@ -275,7 +275,7 @@ func busyboxLayer(ctx context.Context) ([]byte, error) {
 // importImages loads the archive into containerd's CRI namespace with ctr, which also
 // unpacks it into the default (overlayfs) snapshotter, and then waits until the CRI plugin,
 // which learns about images from containerd events, reports both.
-func importImages(ctx context.Context, l layout) error {
+func importImages(ctx context.Context, l layout, ctr string) error {
 	archive, err := buildImageArchive(ctx)
 	if err != nil {
 		return err
@@ -283,7 +283,7 @@ func importImages(ctx context.Context, l layout) error {
 	if err := os.WriteFile(l.imagesTar(), archive, 0o644); err != nil {
 		return fmt.Errorf("write image archive: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, binary("ctr"), "--address", l.socket(), "--namespace", criNamespace,
+	cmd := exec.CommandContext(ctx, ctr, "--address", l.socket(), "--namespace", criNamespace,
 		"images", "import", "--platform", "linux/"+runtime.GOARCH, l.imagesTar())
 	// Like containerd, ctr must not outlive a killed test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -18,9 +18,6 @@ import (
 // busyboxPath is the static busybox the images are built from; busybox-static installs it.
 const busyboxPath = "/bin/busybox"
 
-// aptPackages is what EnsurePackages installs when anything is missing.
-var aptPackages = []string{"containerd", "runc", "containernetworking-plugins", "busybox-static"}
-
 // requirement is one file the harness needs and the Debian package providing it.
 type requirement struct {
 	name    string // binary name looked up in PATH, or an absolute path
@@ -28,10 +25,16 @@ type requirement struct {
 	isValid func(path string) error // optional extra check on the found file
 }
 
-var requirements = []requirement{
+// containerdPackageRequirements are Debian's containerd package, which only
+// RuntimeContainerd16 runs; containerd 2.x is built (containerdbin.go).
+var containerdPackageRequirements = []requirement{
 	{name: "containerd", pkg: "containerd"},
 	{name: "containerd-shim-runc-v2", pkg: "containerd"},
 	{name: "ctr", pkg: "containerd"},
+}
+
+// commonRequirements are what every runtime of the harness needs from Debian.
+var commonRequirements = []requirement{
 	{name: "runc", pkg: "runc"},
 	{name: filepath.Join(cniBinDir, "bridge"), pkg: "containernetworking-plugins"},
 	{name: filepath.Join(cniBinDir, "host-local"), pkg: "containernetworking-plugins"},
@@ -40,18 +43,32 @@ var requirements = []requirement{
 	{name: "ip", pkg: "iproute2"},
 }
 
+// commonPackages is what ensurePackages installs when anything is missing.
+var commonPackages = []string{"runc", "containernetworking-plugins", "busybox-static"}
+
 // installLock serialises EnsurePackages across processes: `go test ./...` runs the test
 // binaries of several packages at once, and two apt-gets would fail on dpkg's lock.
 var installLock = filepath.Join(BaseDir, "install.lock")
 
-// EnsurePackages makes sure containerd, its runc v2 shim, ctr, runc, the CNI bridge,
-// host-local and loopback plugins, a static /bin/busybox and ip (iproute2) are installed.
-// When something is missing and we are root it runs `apt-get update` once and then
-// `apt-get install -y containerd runc containernetworking-plugins busybox-static` (plus
-// iproute2 if ip is missing); when not root it returns an error naming the missing pieces
-// and the command to run.
+// EnsurePackages makes sure Debian's containerd (with its runc v2 shim and ctr), runc, the
+// CNI bridge, host-local and loopback plugins, a static /bin/busybox and ip (iproute2) are
+// installed: everything RuntimeContainerd16 needs, and a superset of what
+// RuntimeContainerd needs. When something is missing and we are root it runs `apt-get
+// update` once and then `apt-get install -y containerd runc containernetworking-plugins
+// busybox-static` (plus iproute2 if ip is missing); when not root it returns an error naming
+// the missing pieces and the command to run.
 func EnsurePackages(ctx context.Context) error {
-	return ensure(ctx, requirements, aptPackages)
+	return ensurePackages(ctx, RuntimeContainerd16)
+}
+
+// ensurePackages installs what runtime r needs from Debian.
+func ensurePackages(ctx context.Context, r Runtime) error {
+	reqs, base := commonRequirements, commonPackages
+	if r == RuntimeContainerd16 {
+		reqs = append(slices.Clone(containerdPackageRequirements), reqs...)
+		base = append([]string{"containerd"}, base...)
+	}
+	return ensure(ctx, reqs, base)
 }
 
 // EnsurePrometheus makes sure the Prometheus server and promtool are installed (Debian's
@@ -180,7 +197,7 @@ func tail(b []byte, n int) string {
 
 // systemBinDirs are searched after PATH: root shells may run tests with a PATH lacking the
 // sbin directories, where Debian puts runc and ip. containerd gets the same list (see
-// withSbinPath) so that what EnsurePackages finds is what containerd runs.
+// callerPath) so that what EnsurePackages finds is what containerd runs.
 var systemBinDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 // lookPath finds an executable in PATH or, failing that, in systemBinDirs.

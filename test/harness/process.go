@@ -37,19 +37,21 @@ func (d *daemon) exited() bool {
 	}
 }
 
-// startContainerd starts containerd on the slot's config. Not detached, it dies with us
-// (Pdeathsig), so an interrupted test never leaves a containerd behind; its shims and
-// containers do survive and are swept by the next owner of the slot. Detached, it gets its
-// own session and the slot lock, so the slot stays owned for as long as it lives.
-func startContainerd(l layout, opts Options, lock *os.File) (*daemon, error) {
+// startDaemon starts the slot's runtime daemon (containerd) as its backend says. Not
+// detached, it dies with us (Pdeathsig), so an interrupted test never leaves a containerd
+// behind; its shims and containers do survive and are swept by the next owner of the slot.
+// Detached, it gets its own session and the slot lock, so the slot stays owned for as long
+// as it lives.
+func startDaemon(be *backend, l layout, opts Options, lock *os.File) (*daemon, error) {
 	logFile, err := os.OpenFile(l.logFile(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open containerd log: %w", err)
 	}
 
 	// Not CommandContext: the daemon must outlive the context of the call that started it.
-	cmd := exec.Command(binary("containerd"), "--config", l.config())
-	cmd.Env = withSbinPath(os.Environ())
+	argv, path := be.command(l)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = withPath(os.Environ(), path)
 	var copied chan struct{} // closed when the tee below has copied everything, if there is one
 	if opts.Detach {
 		defer logFile.Close() // the child has its own copy
@@ -179,17 +181,10 @@ func logTail(l layout) string {
 	return tail(b, 4096)
 }
 
-// withSbinPath makes sure containerd finds runc and its shim in the system directories even
-// when the caller's PATH is a non-root one without the sbin directories.
-func withSbinPath(env []string) []string {
-	want := strings.Join(systemBinDirs, ":")
-	for i, e := range env {
-		if p, ok := strings.CutPrefix(e, "PATH="); ok {
-			env[i] = "PATH=" + p + ":" + want
-			return env
-		}
-	}
-	return append(env, "PATH="+want)
+// withPath returns env with PATH set to path.
+func withPath(env []string, path string) []string {
+	env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, "PATH=") })
+	return append(env, "PATH="+path)
 }
 
 // procCmdline returns a process's argv, or nil if it is gone or a kernel thread.
@@ -242,11 +237,16 @@ func allPIDs() []int {
 	return pids
 }
 
-// isContainerdOf reports whether pid is a containerd running on the slot's config. Used to
-// trust a pidfile (the pid may have been reused) and to find a containerd without one.
+// daemonNames are the base names of the runtime daemons backends start, each with the
+// slot's config path in its argv (containerd of either version is "containerd").
+var daemonNames = []string{"containerd"}
+
+// isContainerdOf reports whether pid is a runtime daemon running on the slot's config. Used
+// to trust a pidfile (the pid may have been reused) and to find a daemon without one. It
+// needs no backend, so a slot is torn down whatever ran in it.
 func isContainerdOf(pid int, l layout) bool {
 	argv := procCmdline(pid)
-	return len(argv) > 0 && filepath.Base(argv[0]) == "containerd" && slices.Contains(argv, l.config())
+	return len(argv) > 0 && slices.Contains(daemonNames, filepath.Base(argv[0])) && slices.Contains(argv, l.config())
 }
 
 // isClientOf reports whether pid is a runc v2 shim or a ctr talking to the slot's containerd.

@@ -34,6 +34,9 @@ type slotMeta struct {
 	Network  string `json:"network"`
 	Detached bool   `json:"detached"`
 	Owner    string `json:"owner,omitempty"`
+	// Runtime is what runs in the slot, so that a teardown from the directory alone uses
+	// the right backend; empty in slots of harnesses that predate it (Debian's containerd).
+	Runtime Runtime `json:"runtime,omitempty"`
 }
 
 var slotDirName = regexp.MustCompile(`^slot-([0-9]+)$`)
@@ -59,6 +62,10 @@ func (l layout) cniConfDir() string { return filepath.Join(l.dir, "cni", "net.d"
 func (l layout) ipamDir() string    { return filepath.Join(l.dir, "cni", "ipam") }
 func (l layout) imagesTar() string  { return filepath.Join(l.dir, "images", "images.tar") }
 func (l layout) pods() string       { return filepath.Join(l.dir, "pods") }
+
+// shimSockets is where containerd 2.x's shims put their sockets (1.6 insists on
+// shimSocketDir). containerd caps its length at 42 bytes: slotDir(MaxSlots-1) + "/s" is 34.
+func (l layout) shimSockets() string { return filepath.Join(l.dir, "s") }
 
 // taskDir is where the runc v2 shim keeps one bundle per task (config.json, address, rootfs).
 func (l layout) taskDir() string {

@@ -268,7 +268,7 @@ func (b *secondNode) restart(t *testing.T, extra ...string) {
 		Socket:          filepath.Join(b.cd.Dir, "crishim.sock"),
 		RuntimeEndpoint: b.cd.Endpoint,
 		LogPath:         filepath.Join(b.cd.Dir, "crishim.log"),
-		Args:            append([]string{"--kubeconfig", b.kubeconf, "--node-name", b.name}, extra...),
+		Args:            append([]string{"--kubeconfig", b.kubeconf, "--node-name", b.name, "--containerd-address", b.cd.ContainerdAddress}, extra...),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,9 @@ func schedulerArgs(l layout) []string {
 //   - containerRuntimeEndpoint: containerd's, kubeadm's criSocket; crishim's drop-in in
 //     /etc/kubernetes/kubelet.conf.d overrides it.
 //   - cgroupDriver cgroupfs under the node's own cgroupRoot: no systemd here, and two nodes
-//     (make node and a test run) must not share /kubepods.
+//     (make node and a test run) must not share /kubepods. A runtime that answers the CRI
+//     RuntimeConfig call (containerd 2.x, through crishim) tells the kubelet its driver
+//     itself, and the kubelet then ignores this; containerd 1.6 does not, so it stays.
 //   - failCgroupV1 false: test machines may still be on cgroup v1.
 //   - address and ports: the node IP and free ports, so beds never collide.
 //   - podLogsDir: under the bed, not /var/log/pods.

@@ -38,17 +38,21 @@ type Options struct {
 	Crishim     string   // the crishim binary
 	CrishimArgs []string // extra crishim flags
 	Log         *slog.Logger
+	// Runtime runs behind crishim; empty means harness.RuntimeFromEnv(). A running node of
+	// another runtime is not reused but replaced.
+	Runtime harness.Runtime
 }
 
 // Node is a running one-node cluster.
 type Node struct {
-	Dir            string // everything of the node lives under it
-	Name           string // the Node object's name
-	IP             string // the node IP, on the bed's dummy interface
-	Kubeconfig     string // admin kubeconfig
-	CrishimSock    string // the socket the kubelet talks to
-	CrishimMetrics string // http://host:port of crishim's /metrics
-	Version        string // the Kubernetes release
+	Dir            string          // everything of the node lives under it
+	Name           string          // the Node object's name
+	IP             string          // the node IP, on the bed's dummy interface
+	Kubeconfig     string          // admin kubeconfig
+	CrishimSock    string          // the socket the kubelet talks to
+	CrishimMetrics string          // http://host:port of crishim's /metrics
+	Version        string          // the Kubernetes release
+	Runtime        harness.Runtime // the runtime behind crishim
 	Clientset      *kubernetes.Clientset
 	Reused         bool // Up found it running
 
@@ -70,6 +74,9 @@ const startTimeout = 4 * time.Minute
 // Up returns the node at opts.Index if it is running and Ready (the second `make node`),
 // and otherwise starts it afresh, sweeping whatever an earlier run left.
 func Up(ctx context.Context, opts Options) (*Node, error) {
+	if err := resolveRuntime(&opts); err != nil {
+		return nil, err
+	}
 	if n, err := reuse(ctx, opts); err == nil {
 		return n, nil
 	}
@@ -82,6 +89,9 @@ func reuse(ctx context.Context, opts Options) (*Node, error) {
 	s, err := readState(l)
 	if err != nil {
 		return nil, err
+	}
+	if s.runtime() != opts.Runtime {
+		return nil, fmt.Errorf("node runs %s, not %s", s.runtime(), opts.Runtime)
 	}
 	if !running(l, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "crishim") {
 		return nil, errors.New("not every component runs")
@@ -96,6 +106,16 @@ func reuse(ctx context.Context, opts Options) (*Node, error) {
 	return n, nil
 }
 
+// resolveRuntime fills opts.Runtime from $RUNTIME when it is empty.
+func resolveRuntime(opts *Options) error {
+	if opts.Runtime != "" {
+		return nil
+	}
+	r, err := harness.RuntimeFromEnv()
+	opts.Runtime = r
+	return err
+}
+
 func logger(opts Options) *slog.Logger {
 	if opts.Log != nil {
 		return opts.Log
@@ -107,9 +127,16 @@ func logger(opts Options) *slog.Logger {
 // up: containerd, crishim, etcd, apiserver, controller-manager, scheduler, kubelet. It
 // returns once the node is Ready and the default service account exists.
 func Start(ctx context.Context, opts Options) (*Node, error) {
+	if err := resolveRuntime(&opts); err != nil {
+		return nil, err
+	}
 	log := logger(opts)
 	bins, err := EnsureBinaries(ctx, log)
 	if err != nil {
+		return nil, err
+	}
+	// Like the Kubernetes binaries, a runtime build is outside startTimeout.
+	if err := harness.Prepare(ctx, opts.Runtime); err != nil {
 		return nil, err
 	}
 	l := layout{Dir(opts.Index)}
@@ -166,11 +193,13 @@ func (n *Node) start(ctx context.Context) error {
 	}
 
 	n.log.Info("starting the private containerd")
-	cd, err := harness.Start(ctx, harness.Options{Detach: true, Owner: l.dir})
+	cd, err := harness.Start(ctx, harness.Options{Detach: true, Owner: l.dir, Runtime: n.opts.Runtime})
 	if err != nil {
 		return err
 	}
 	n.cd, n.s.SlotDir, n.s.ContainerdEndpoint = cd, cd.Dir, cd.Endpoint
+	n.s.Runtime, n.s.ContainerdAddress = cd.Runtime, cd.ContainerdAddress
+	n.log.Info("runtime", "runtime", cd.Runtime, "name", cd.RuntimeName, "version", cd.RuntimeVersion)
 	if err := writeState(l, n.s); err != nil {
 		return err
 	}
@@ -252,6 +281,7 @@ func (n *Node) installManifests(ctx context.Context) error {
 func (n *Node) fill() error {
 	n.Dir, n.Name, n.IP, n.Kubeconfig = n.l.dir, n.s.Name, n.s.NodeIP, n.s.Kubeconfig
 	n.CrishimSock, n.CrishimMetrics, n.Version = n.s.CrishimSock, "http://"+n.s.CrishimMetrics, n.s.Version
+	n.Runtime = n.s.runtime()
 	cfg, err := clientcmd.BuildConfigFromFlags("", n.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load %s: %w", n.Kubeconfig, err)
@@ -322,7 +352,7 @@ func (n *Node) startCrishim() error {
 	// system:nodes), as docs/notifications.md tells operators to.
 	args := append([]string{
 		// From the state, not n.cd: a reused node (another process started it) has none.
-		"--containerd-address", strings.TrimPrefix(n.s.ContainerdEndpoint, "unix://"),
+		"--containerd-address", n.s.containerdAddress(),
 		"--metrics-address", n.s.CrishimMetrics,
 		"--kubeconfig", n.l.hostPath(n.bins)(kubeletKubeconfig),
 		"--node-name", n.s.Name,
