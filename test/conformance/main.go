@@ -117,7 +117,7 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 		{"direct", cd.Endpoint},
 		{"crishim", shim.Endpoint},
 	} {
-		log.Info("running critest", "target", target.name, "endpoint", target.endpoint, "log", filepath.Join(out, target.name+".log"))
+		log.Info("running critest", "target", target.name, "endpoint", target.endpoint, "log", filepath.Join(out, "critest-"+target.name+".log"))
 		start := time.Now()
 		res, err := runCritest(ctx, critest, target.endpoint, out, target.name)
 		if err != nil {

@@ -23,12 +23,12 @@ var skippedSpecs = []string{
 }
 
 // runCritest runs critest against one CRI endpoint (runtime and image service alike) and
-// reads its report. name names the files in dir: <name>.json (ginkgo's report) and
-// <name>.log (critest's output). Failed specs make critest exit non-zero; that is the report's
+// reads its report. name names the files in dir: critest-<name>.json (ginkgo's report) and
+// critest-<name>.log (critest's output). Failed specs make critest exit non-zero; that is the report's
 // business, so only a missing report is an error.
 func runCritest(ctx context.Context, critest, endpoint, dir, name string) (suiteResult, error) {
-	report := filepath.Join(dir, name+".json")
-	logPath := filepath.Join(dir, name+".log")
+	report := filepath.Join(dir, "critest-"+name+".json")
+	logPath := filepath.Join(dir, "critest-"+name+".log")
 	_ = os.Remove(report)
 	logFile, err := os.Create(logPath)
 	if err != nil {
