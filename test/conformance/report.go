@@ -23,7 +23,7 @@ const (
 type specResult struct {
 	Name    string
 	Outcome outcome
-	Message string // the failure's first line
+	Message string // the start of the failure's message, on one line
 }
 
 // suiteResult is one critest run, read from its ginkgo JSON report.
@@ -67,11 +67,20 @@ func readReport(path string) (suiteResult, error) {
 				}
 				name = "[" + s.LeafNodeType + "] " + name
 			}
-			msg, _, _ := strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
-			res.Specs = append(res.Specs, specResult{Name: name, Outcome: o, Message: msg})
+			res.Specs = append(res.Specs, specResult{Name: name, Outcome: o, Message: oneLine(s.Failure.Message, 200)})
 		}
 	}
 	return res, nil
+}
+
+// oneLine is the start of a failure message with its whitespace collapsed: gomega's messages
+// begin with a line such as "Unexpected error:", and what the error was comes after it.
+func oneLine(msg string, max int) string {
+	s := strings.Join(strings.Fields(msg), " ")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
 }
 
 // fold maps ginkgo's spec states to an outcome: whatever did not pass and was not skipped

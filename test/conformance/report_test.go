@@ -11,7 +11,7 @@ func TestReadReportCountsItsAndFailedSuiteNodes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.json")
 	report := `[{"RunTime": 2000000000, "SpecReports": [
 		{"ContainerHierarchyTexts": ["[k8s.io] Image Manager"], "LeafNodeText": "pulls", "LeafNodeType": "It", "State": "passed"},
-		{"ContainerHierarchyTexts": ["[k8s.io] Image Manager"], "LeafNodeText": "digest", "LeafNodeType": "It", "State": "failed", "Failure": {"Message": "failed to pull image\nmore"}},
+		{"ContainerHierarchyTexts": ["[k8s.io] Image Manager"], "LeafNodeText": "digest", "LeafNodeType": "It", "State": "failed", "Failure": {"Message": "failed to pull image\n  Unexpected error:\n\tno such host"}},
 		{"ContainerHierarchyTexts": ["[k8s.io] NRI"], "LeafNodeText": "plugin", "LeafNodeType": "It", "State": "skipped"},
 		{"LeafNodeText": "", "LeafNodeType": "It", "State": "timedout"},
 		{"LeafNodeType": "BeforeSuite", "State": "passed"},
@@ -28,8 +28,8 @@ func TestReadReportCountsItsAndFailedSuiteNodes(t *testing.T) {
 		t.Errorf("passed/failed/skipped = %d/%d/%d, want 1/3/1 (a timed-out It and a panicked AfterSuite fail)", p, f, s)
 	}
 	got := res.outcomes()["[k8s.io] Image Manager digest"]
-	if got.Outcome != failed || got.Message != "failed to pull image" {
-		t.Errorf("digest spec = %+v, want failed with the message's first line", got)
+	if got.Outcome != failed || got.Message != "failed to pull image Unexpected error: no such host" {
+		t.Errorf("digest spec = %+v, want failed with its message on one line", got)
 	}
 	if res.RunTime.Seconds() != 2 {
 		t.Errorf("run time %s", res.RunTime)
