@@ -14,7 +14,9 @@ import (
 // host's busybox and served by a harness.Registry. What each stands in for is what the specs
 // look at, read from pkg/validate and cri-tools' images/ directory:
 //   - busybox: the default container image; specs bring their own commands. Debian's static
-//     busybox lacks two applets the specs run, pgrep and ipcs, so scripts stand in.
+//     busybox lacks two applets the specs run, pgrep and ipcs, so scripts stand in. It is
+//     also a standalone shell (sh runs applets without a PATH lookup), so the MaskedPaths
+//     spec, which masks /bin/ls and expects `sh -c ls` to fail, fails both ways.
 //   - nginx, hostnet-nginx: a process named nginx whose command line says "master process",
 //     its PID in /var/run/nginx.pid, HTTP 200 on "/" (port 80; 12003 for hostnet).
 //   - httpd: HTTP 200 on "/" at port 80, and "httpd" in its log.
