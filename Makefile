@@ -29,7 +29,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -99,6 +99,12 @@ runtime-bins:
 # BENCH_FLAGS='-o json' for machines.
 bench: build
 	$(GO) run ./test/bench --crishim bin/crishim $(BENCH_FLAGS)
+
+# critest, cri-tools' CRI conformance suite (built from the Go module proxy and cached),
+# directly against a private runtime and then through crishim in front of it; fails when
+# a spec passes only directly. RUNTIME=containerd|crio|containerd-1.6 picks the runtime.
+conformance: build
+	$(GO) run ./test/conformance --crishim bin/crishim --runtime '$(RUNTIME)'
 
 lint:
 	$(GO) vet ./...

@@ -39,6 +39,7 @@ var disabledPlugins = []string{
 //   - runc options Root: keeps runc's state out of /run/containerd/runc, shared with any
 //     system containerd.
 //   - SystemdCgroup=false: there is no systemd; cgroupfs it is.
+//   - registry config_path: the slot's hosts.toml files, for Options.Mirrors.
 func containerd16Config(l layout, pauseImage string) string {
 	q := strconv.Quote
 	quoted := make([]string, len(disabledPlugins))
@@ -92,6 +93,9 @@ disabled_plugins = [%s]
           SystemdCgroup = false
           Root = %s
 
+    [plugins."io.containerd.grpc.v1.cri".registry]
+      config_path = %s
+
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = %s
       conf_dir = %s
@@ -102,6 +106,7 @@ disabled_plugins = [%s]
 		q(l.opt()),
 		q(pauseImage),
 		q(l.runcRoot()),
+		q(l.registryHosts()),
 		q(cniBinDir), q(l.cniConfDir()),
 	)
 	return b.String()

@@ -17,6 +17,7 @@ import (
 //   - NRI disabled: it is on by default and listens on the host-global /var/run/nri/nri.sock,
 //     which two slots (or the machine's own containerd) would fight over. No test needs NRI.
 //   - pinned_images.sandbox instead of sandbox_image, which 2.x reads from the images plugin.
+//   - registry config_path, as in 1.6, now under the images plugin.
 func containerd2Config(l layout, pauseImage string) string {
 	q := strconv.Quote
 	quoted := make([]string, len(disabledPlugins))
@@ -65,6 +66,9 @@ disabled_plugins = [%s]
     [plugins."io.containerd.cri.v1.images".pinned_images]
       sandbox = %s
 
+    [plugins."io.containerd.cri.v1.images".registry]
+      config_path = %s
+
   [plugins."io.containerd.cri.v1.runtime"]
     restrict_oom_score_adj = true
     disable_apparmor = true
@@ -91,6 +95,7 @@ disabled_plugins = [%s]
 		q(l.opt()),
 		q(l.shimSockets()),
 		q(pauseImage),
+		q(l.registryHosts()),
 		q(l.runcRoot()),
 		q(cniBinDir), q(l.cniConfDir()),
 	)

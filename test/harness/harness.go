@@ -31,6 +31,9 @@ type Options struct {
 	// Runtime is the runtime to run; empty means RuntimeFromEnv(), so that `RUNTIME=...`
 	// reaches every test, the demo, the node and the bench without each passing it on.
 	Runtime Runtime
+	// Mirrors sends the pulls of each registry host to a mirror URL, e.g. a Registry's
+	// Mirrors(); a host without one is asked itself, which fails offline.
+	Mirrors map[string]string
 }
 
 // Containerd is a running private container runtime in a slot owned by this process. The
@@ -171,6 +174,9 @@ func (c *Containerd) start(ctx context.Context) error {
 		return err
 	}
 	if err := c.backend.writeConfig(c.layout, c.meta, c.PauseImage); err != nil {
+		return err
+	}
+	if err := writeMirrors(c.layout, c.opts.Mirrors); err != nil {
 		return err
 	}
 	// Build before starting containerd: if busybox is unusable, fail before spending a

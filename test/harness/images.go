@@ -248,7 +248,10 @@ func busyboxLayer(ctx context.Context) ([]byte, error) {
 		if a == "busybox" || strings.Contains(a, "/") {
 			continue
 		}
-		if err := hdr(&tar.Header{Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, Typeflag: tar.TypeSymlink}); err != nil {
+		// Hard links, as in the busybox images on Docker Hub: masking one applet's path
+		// (CRI MaskedPaths mounts /dev/null over it) then masks that applet only, where
+		// masking a symlink would mask busybox itself, and every applet with it.
+		if err := hdr(&tar.Header{Name: "bin/" + a, Linkname: "bin/busybox", Mode: 0o755, Typeflag: tar.TypeLink}); err != nil {
 			return nil, fmt.Errorf("write layer: %w", err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crishim/crishim/test/buildcache"
 	"github.com/crishim/crishim/test/harness"
 )
 
@@ -115,21 +116,16 @@ func EnsureBinaries(ctx context.Context, log *slog.Logger) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
-	unlock, err := harness.LockFile(ctx, filepath.Join(binCacheDir, "build.lock"))
-	if err != nil {
-		return Binaries{}, err
-	}
-	defer unlock()
-	if b.complete() { // built by whoever held the lock before us
-		return b, nil
-	}
-	log.Info("building Kubernetes binaries (cold: many minutes; cached after)", "version", b.Version, "into", b.Dir)
-	start := time.Now()
-	if err := build(ctx, src, b.Dir, b.Version); err != nil {
-		return Binaries{}, err
-	}
-	log.Info("built Kubernetes binaries", "version", b.Version, "took", time.Since(start).Round(time.Second))
-	return b, nil
+	_, err = buildcache.Ensure(ctx, binCacheDir, filepath.Base(b.Dir), func(ctx context.Context, tmp string) error {
+		log.Info("building Kubernetes binaries (cold: many minutes; cached after)", "version", b.Version, "into", b.Dir)
+		start := time.Now()
+		if err := build(ctx, src, tmp, b.Version); err != nil {
+			return err
+		}
+		log.Info("built Kubernetes binaries", "version", b.Version, "took", time.Since(start).Round(time.Second))
+		return nil
+	})
+	return b, err
 }
 
 // complete reports whether every component is there; a build writes its directory under a
@@ -154,21 +150,15 @@ func ldflags(version string) string {
 		pkg, version, major, minor)
 }
 
-func build(ctx context.Context, src, dst, version string) error {
-	tmp := dst + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("clear %s: %w", tmp, err)
-	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
+// build compiles every component into dir.
+func build(ctx context.Context, src, dir, version string) error {
 	pkgs := []string{"./etcd"}
 	for _, c := range kubeCommands {
 		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	// One go build for all of them, so shared packages compile once. CGO off as in the
 	// Kubernetes release builds.
-	args := append([]string{"build", "-trimpath", "-ldflags=" + ldflags(version), "-o", tmp + "/"}, pkgs...)
+	args := append([]string{"build", "-trimpath", "-ldflags=" + ldflags(version), "-o", dir + "/"}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
@@ -177,20 +167,5 @@ func build(ctx context.Context, src, dst, version string) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build Kubernetes in %s: %w\n%s", src, err, harness.Tail([]byte(out.String()), 4096))
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("install binaries: %w", err)
-	}
-	pruneOtherBuilds(dst)
 	return nil
-}
-
-// pruneOtherBuilds removes the cached builds of other keys (half a GiB each); a node still
-// running from one keeps its open binaries until it stops.
-func pruneOtherBuilds(keep string) {
-	dirs, _ := filepath.Glob(filepath.Join(binCacheDir, "v*"))
-	for _, d := range dirs {
-		if d != keep {
-			_ = os.RemoveAll(d)
-		}
-	}
 }
