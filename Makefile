@@ -45,9 +45,21 @@ deb:
 # All tests: unit tests, then end-to-end tests against the private runtime (RUNTIME), then
 # the same through a real kubelet and kubectl (test/kube). The Kubernetes binaries and the
 # runtime are built first, outside the tests' timeout: cold, that is the long part; cached after.
+#
+# Then the runtime-sensitive tests (RUNTIME_TESTS: TARGET, stop signals, the signal API and
+# notifiers, streaming, idempotence, governance, Notification objects, kubectl debug) run
+# again against each other runtime of the test bed (OTHER_RUNTIMES), each prepared first.
+# docs/testing.md#what-runs-where says what runs where.
+RUNTIME_TESTS ?= ^(TestCRIThroughCrishim|TestCrishimctlStatus|TestPIDTarget.*|TestCrishimctlDebug.*|TestStopSignal.*|TestSignalAPI.*|TestNotifiers|TestNotifySelector|TestExec.*|TestAttach.*|TestPortForward.*|TestCrishimctlExec|TestIdempotent.*|TestDebugImageAllowlist|TestAuditLogExec|TestRecordSessions.*|TestKubectlDebugTarget|TestNotificationAcrossTwoNodes|TestNotifiersOnTheNode)$$
+OTHER_RUNTIMES ?= $(filter-out $(or $(RUNTIME),containerd),containerd crio containerd-1.6)
 test: build kube-bins runtime-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./...
+	@for rt in $(OTHER_RUNTIMES); do \
+		echo "== the runtime-sensitive tests against $$rt"; \
+		RUNTIME=$$rt $(GO) run ./test/harness/prepare || exit 1; \
+		RUNTIME=$$rt $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RUNTIME_TESTS)' ./test/e2e/ ./test/kube/ || exit 1; \
+	done
 
 # Unit tests only (no containerd, no root).
 unit:
