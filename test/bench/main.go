@@ -186,7 +186,7 @@ func runBackends(ctx context.Context, o options) (*report, error) {
 	defer stopFake()
 	if o.fake {
 		progress("fake runtime: %d samples per workload, interleaved direct / pipe / crishim / crishim-grpc / naive", o.samples)
-		if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, fakeWorkloads(o.samples), true, nil); err != nil {
+		if err := measureBackend(ctx, o, rep, "fake", dir, fakeSock, nil, fakeWorkloads(o.samples), true, nil); err != nil {
 			return rep, err
 		}
 	}
@@ -227,22 +227,24 @@ func runBackends(ctx context.Context, o options) (*report, error) {
 			return rep, err
 		}
 	}
-	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, containerdWorkloads(p, o.samples), false, stream)
+	// crishim gets the runtime's containerd API as the tests give it ("" for CRI-O).
+	address := []string{"--containerd-address", cd.ContainerdAddress}
+	return rep, measureBackend(ctx, o, rep, "containerd", dir, cd.Socket, address, containerdWorkloads(p, o.samples), false, stream)
 }
 
 // measureBackend puts the pipe, crishim (both relays) and the naive
 // forwarder in front of backend and runs the workloads through every way
 // in, the direct one included; then, given a
 // streamSetup, the streaming workloads directly and through crishim.
-func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, wls []workload, fake bool, stream *streamSetup) error {
-	crishim, err := startCrishim(o.crishim, dir, backend+"-crishim", sock)
+func measureBackend(ctx context.Context, o options, rep *report, backend, dir, sock string, args []string, wls []workload, fake bool, stream *streamSetup) error {
+	crishim, err := startCrishim(o.crishim, dir, backend+"-crishim", sock, args...)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = crishim.Stop() }()
 	// The same binary with the grpc-go relay, the fallback operators can
 	// pick: every report shows what the h2 relay buys.
-	grpcRelay, err := startCrishim(o.crishim, dir, backend+"-crishim-grpc", sock, "--relay=grpc")
+	grpcRelay, err := startCrishim(o.crishim, dir, backend+"-crishim-grpc", sock, append([]string{"--relay=grpc"}, args...)...)
 	if err != nil {
 		return err
 	}
@@ -283,7 +285,7 @@ func measureBackend(ctx context.Context, o options, rep *report, backend, dir, s
 	}
 	targets := []*target{direct, viaPipe, viaCrishim, viaGRPCRelay, viaNaive}
 	if o.baseline != "" {
-		base, err := startCrishim(o.baseline, dir, backend+"-crishim-baseline", sock)
+		base, err := startCrishim(o.baseline, dir, backend+"-crishim-baseline", sock, args...)
 		if err != nil {
 			return fmt.Errorf("--baseline: %w", err)
 		}
