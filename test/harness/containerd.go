@@ -32,6 +32,9 @@ func containerd2Backend() *backend {
 		importImages: func(ctx context.Context, l layout) error {
 			return importImages(ctx, l, bins.path("ctr"))
 		},
+		tagImage: func(ctx context.Context, l layout, src, dst string) error {
+			return ctrTag(ctx, l, bins.path("ctr"), src, dst)
+		},
 	}
 }
 
@@ -48,6 +51,9 @@ func containerd16Backend() *backend {
 		},
 		importImages: func(ctx context.Context, l layout) error {
 			return importImages(ctx, l, binary("ctr"))
+		},
+		tagImage: func(ctx context.Context, l layout, src, dst string) error {
+			return ctrTag(ctx, l, binary("ctr"), src, dst)
 		},
 	}
 }

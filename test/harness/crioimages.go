@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
-
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // importCRIOImages puts the offline images into CRI-O's store. CRI-O pulls only from
@@ -41,33 +39,66 @@ func importCRIOImages(ctx context.Context, l layout) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ociload: %w\n%s", err, tail(out, 2048))
 	}
-	return waitImages(ctx, l)
+	return waitImages(ctx, l, PauseImage, BusyboxImage, SpareImage)
 }
 
-// waitImages waits until CRI reports PauseImage, BusyboxImage and SpareImage.
-func waitImages(ctx context.Context, l layout) error {
-	conn, err := dialCRI(l.socket())
+// tagCRIOImage gives image src the name dst too. CRI has no tag call and CRI-O no other
+// API, so ociload copies src once more from the slot's OCI layout, under the new name: a
+// layout of one manifest, src's, named dst, on the same blobs. The store has every layer
+// already, so this only adds a name.
+func tagCRIOImage(ctx context.Context, l layout, src, dst string) error {
+	b, err := os.ReadFile(filepath.Join(l.crioImages(), "index.json"))
+	if err != nil {
+		return fmt.Errorf("read the slot's image layout: %w", err)
+	}
+	var index struct {
+		SchemaVersion int              `json:"schemaVersion"`
+		MediaType     string           `json:"mediaType"`
+		Manifests     []map[string]any `json:"manifests"`
+	}
+	if err := json.Unmarshal(b, &index); err != nil {
+		return fmt.Errorf("parse the slot's image layout: %w", err)
+	}
+	var named []map[string]any
+	for _, m := range index.Manifests {
+		if a, _ := m["annotations"].(map[string]any); a != nil && a["io.containerd.image.name"] == src {
+			a["io.containerd.image.name"] = dst
+			named = append(named, m)
+		}
+	}
+	if len(named) != 1 {
+		return fmt.Errorf("tag %s: the slot's image layout has %d images of that name, want 1", src, len(named))
+	}
+	index.Manifests = named
+	dir := l.crioImages() + "-tag"
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	for _, f := range []string{"blobs", "oci-layout"} {
+		if err := os.Symlink(filepath.Join(l.crioImages(), f), filepath.Join(dir, f)); err != nil {
+			return fmt.Errorf("link the layout's %s: %w", f, err)
+		}
+	}
+	if b, err = json.Marshal(index); err != nil {
+		return fmt.Errorf("encode index: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.json"), b, 0o644); err != nil {
+		return fmt.Errorf("write index: %w", err)
+	}
+	bins, err := cachedCRIOBins()
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	images := runtimeapi.NewImageServiceClient(conn)
-	for _, name := range []string{PauseImage, BusyboxImage, SpareImage} {
-		err := poll(ctx, 10*time.Second, func(ctx context.Context) error {
-			resp, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: name}})
-			if err != nil {
-				return err
-			}
-			if resp.GetImage() == nil {
-				return fmt.Errorf("CRI does not report image %s yet", name)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("wait for imported image: %w", err)
-		}
+	cmd := exec.CommandContext(ctx, bins.ociload(), dir, l.crioStore())
+	cmd.Env = append(os.Environ(), crioEnv(l)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ociload (tag %s as %s): %w\n%s", src, dst, err, tail(out, 2048))
 	}
-	return nil
+	return waitImages(ctx, l, dst)
 }
 
 // untar writes the image archive (regular files and directories only, as

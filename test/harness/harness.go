@@ -224,6 +224,13 @@ func (c *Containerd) run(ctx context.Context) error {
 	return waitReady(ctx, c.layout, d)
 }
 
+// TagImage gives the imported image src the name dst too (ctr on containerd; on CRI-O,
+// which has no tag call, a copy under the new name from the slot's image layout) and waits
+// until CRI reports it.
+func (c *Containerd) TagImage(ctx context.Context, src, dst string) error {
+	return c.backend.tagImage(ctx, c.layout, src, dst)
+}
+
 // PID returns containerd's process id, or 0 if it is not running.
 func (c *Containerd) PID() int {
 	c.mu.Lock()

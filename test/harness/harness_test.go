@@ -556,3 +556,34 @@ func TestRestartReportsFailure(t *testing.T) {
 		t.Fatal("Restart after Stop succeeded")
 	}
 }
+
+// TestTagImage: an imported image gets another name, as the node's pods ask for busybox
+// by a name the bed does not import, on every runtime (CRI-O has no tag call).
+func TestTagImage(t *testing.T) {
+	requireRoot(t)
+	ctx := testContext(t)
+	c := startHarness(t, ctx, Options{})
+	conn, err := c.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	images := runtimeapi.NewImageServiceClient(conn)
+	const alias = "docker.io/library/busybox:crishim-alias"
+	if err := c.TagImage(ctx, c.BusyboxImage, alias); err != nil {
+		t.Fatalf("TagImage: %v", err)
+	}
+	id := func(name string) string {
+		resp, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: name}})
+		if err != nil || resp.GetImage() == nil {
+			t.Fatalf("ImageStatus %s: %v, %v", name, resp, err)
+		}
+		return resp.GetImage().GetId()
+	}
+	if a, b := id(alias), id(c.BusyboxImage); a != b {
+		t.Errorf("%s is image %s, %s is %s: want one image", alias, a, c.BusyboxImage, b)
+	}
+	if err := c.TagImage(ctx, "docker.io/library/nosuch:image", alias); err == nil {
+		t.Error("tagging an image the bed never imported succeeded")
+	}
+}

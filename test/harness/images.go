@@ -291,13 +291,19 @@ func importImages(ctx context.Context, l layout, ctr string) error {
 		return fmt.Errorf("ctr images import: %w\n%s", err, tail(out, 2048))
 	}
 
+	return waitImages(ctx, l, PauseImage, BusyboxImage, SpareImage)
+}
+
+// waitImages waits until the runtime's CRI image service reports every name: containerd's
+// CRI plugin learns of imports from events, CRI-O rereads its store, both a moment later.
+func waitImages(ctx context.Context, l layout, names ...string) error {
 	conn, err := dialCRI(l.socket())
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	images := runtimeapi.NewImageServiceClient(conn)
-	for _, name := range []string{PauseImage, BusyboxImage, SpareImage} {
+	for _, name := range names {
 		err := poll(ctx, 10*time.Second, func(ctx context.Context) error {
 			resp, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: name}})
 			if err != nil {
@@ -313,4 +319,14 @@ func importImages(ctx context.Context, l layout, ctr string) error {
 		}
 	}
 	return nil
+}
+
+// ctrTag gives image src the name dst too, with ctr in the CRI namespace.
+func ctrTag(ctx context.Context, l layout, ctr, src, dst string) error {
+	out, err := exec.CommandContext(ctx, ctr, "--address", l.socket(), "--namespace", criNamespace,
+		"images", "tag", "--force", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images tag %s %s: %w: %s", src, dst, err, out)
+	}
+	return waitImages(ctx, l, dst)
 }

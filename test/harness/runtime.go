@@ -72,6 +72,8 @@ type backend struct {
 	env func(l layout) []string
 	// importImages puts the offline images into the runtime's CRI image store.
 	importImages func(ctx context.Context, l layout) error
+	// tagImage gives an imported image another name, as the node's pods ask for it.
+	tagImage func(ctx context.Context, l layout, src, dst string) error
 }
 
 // backendFor is the dispatch point between runtimes: every per-runtime difference of a

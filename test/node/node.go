@@ -339,12 +339,7 @@ func (n *Node) writePKI() error {
 
 // tagBusybox gives the bed's busybox the name pods ask for.
 func (n *Node) tagBusybox(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", n.cd.Socket, "--namespace", n.cd.Namespace,
-		"images", "tag", "--force", n.cd.BusyboxImage, BusyboxLatest).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ctr images tag %s: %w: %s", BusyboxLatest, err, out)
-	}
-	return nil
+	return n.cd.TagImage(ctx, n.cd.BusyboxImage, BusyboxLatest)
 }
 
 func (n *Node) startCrishim() error {
