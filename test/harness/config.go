@@ -42,35 +42,9 @@ var disabledPlugins = []string{
 //   - registry config_path: the slot's hosts.toml files, for Options.Mirrors.
 func containerd16Config(l layout, pauseImage string) string {
 	q := strconv.Quote
-	quoted := make([]string, len(disabledPlugins))
-	for i, p := range disabledPlugins {
-		quoted[i] = q(p)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `version = 2
-root = %s
-state = %s
-temp = %s
-oom_score = 0
-disabled_plugins = [%s]
-
-[grpc]
-  address = %s
-
-[ttrpc]
-  address = %s
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = %s
-
+	writeContainerdHead(&b, 2, l)
+	fmt.Fprintf(&b, `
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = %s
     restrict_oom_score_adj = true
@@ -101,15 +75,52 @@ disabled_plugins = [%s]
       conf_dir = %s
       max_conf_num = 1
 `,
-		q(l.root()), q(l.state()), q(l.temp()), strings.Join(quoted, ", "),
-		q(l.socket()), q(l.ttrpc()),
-		q(l.opt()),
 		q(pauseImage),
 		q(l.runcRoot()),
 		q(l.registryHosts()),
 		q(cniBinDir), q(l.cniConfDir()),
 	)
 	return b.String()
+}
+
+// writeContainerdHead writes what every containerd config of the harness starts with: the
+// slot's root, state, temp and sockets, the plugins no test needs off, debug and metrics
+// endpoints off, and the opt plugin's path in the slot. The sections after it differ by
+// config version.
+func writeContainerdHead(b *strings.Builder, version int, l layout) {
+	q := strconv.Quote
+	quoted := make([]string, len(disabledPlugins))
+	for i, p := range disabledPlugins {
+		quoted[i] = q(p)
+	}
+	fmt.Fprintf(b, `version = %d
+root = %s
+state = %s
+temp = %s
+oom_score = 0
+disabled_plugins = [%s]
+
+[grpc]
+  address = %s
+
+[ttrpc]
+  address = %s
+
+[debug]
+  address = ""
+  level = "info"
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = %s
+`,
+		version, q(l.root()), q(l.state()), q(l.temp()), strings.Join(quoted, ", "),
+		q(l.socket()), q(l.ttrpc()),
+		q(l.opt()),
+	)
 }
 
 // cniConfList renders the slot's CNI network: a bridge owned by the slot and host-local IPAM

@@ -20,35 +20,9 @@ import (
 //   - registry config_path, as in 1.6, now under the images plugin.
 func containerd2Config(l layout, pauseImage string) string {
 	q := strconv.Quote
-	quoted := make([]string, len(disabledPlugins))
-	for i, p := range disabledPlugins {
-		quoted[i] = q(p)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `version = 3
-root = %s
-state = %s
-temp = %s
-oom_score = 0
-disabled_plugins = [%s]
-
-[grpc]
-  address = %s
-
-[ttrpc]
-  address = %s
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = %s
-
+	writeContainerdHead(&b, 3, l)
+	fmt.Fprintf(&b, `
   [plugins."io.containerd.shim.v1.manager"]
     socket_dir = %s
 
@@ -90,9 +64,6 @@ disabled_plugins = [%s]
       conf_dir = %s
       max_conf_num = 1
 `,
-		q(l.root()), q(l.state()), q(l.temp()), strings.Join(quoted, ", "),
-		q(l.socket()), q(l.ttrpc()),
-		q(l.opt()),
 		q(l.shimSockets()),
 		q(pauseImage),
 		q(l.registryHosts()),
