@@ -13,10 +13,11 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/crishim/crishim/regularfile"
 )
 
 // Config is the audit flags, named as kube-apiserver's.
@@ -77,46 +78,13 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 }
 
 // openRegular opens path for appending, creating it, and refuses anything
-// but a regular file. O_NONBLOCK keeps the open itself from waiting: a FIFO
-// without a reader would block it for ever (and a device could too).
+// but a regular file, without waiting on one (regularfile.Open).
 func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NONBLOCK, 0o600)
-	switch {
-	case errors.Is(err, syscall.ENXIO): // a FIFO nobody reads
-		return nil, fmt.Errorf("%s is not a regular file (a FIFO); the audit log must be a file", path)
-	case errors.Is(err, syscall.EISDIR):
-		return nil, fmt.Errorf("%s is not a regular file (a directory); the audit log must be a file", path)
+	f, err := regularfile.Open(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if nr := (*regularfile.NotRegularError)(nil); errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w; the audit log must be a file", err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		_ = f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s); the audit log must be a file", path, fileType(fi.Mode()))
-	}
-	return f, nil
-}
-
-// fileType names what a non-regular file is, for errors.
-func fileType(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	}
-	return "mode " + m.String()
+	return f, err
 }
 
 // neverMB is a size no audit log reaches (2 PiB): what --audit-log-maxsize 0
@@ -215,7 +183,7 @@ func (l *Log) writeLine(b []byte) error {
 	fi, err := os.Stat(path)
 	switch {
 	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is no longer a regular file (%s); not writing to it", path, fileType(fi.Mode()))
+		return fmt.Errorf("%s is no longer a regular file (%s); not writing to it", path, regularfile.Kind(fi.Mode()))
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	case l.opened != nil && (err != nil || !os.SameFile(fi, l.opened)):

@@ -12,11 +12,12 @@ import (
 	"math"
 	"os"
 	"strconv"
-	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 	"github.com/spf13/pflag"
+
+	"github.com/crishim/crishim/regularfile"
 )
 
 // Version is the file format's version, the value of its version key. It
@@ -50,7 +51,10 @@ const MaxFileSize = 1 << 20
 // does not block (O_NONBLOCK) and what is read is bounded even if the file
 // grows meanwhile.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := regularfile.Open(path, os.O_RDONLY, 0)
+	if nr := (*regularfile.NotRegularError)(nil); errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w; a config file must be one", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,9 +62,6 @@ func ReadFile(path string) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s); a config file must be one", path, fileType(fi.Mode()))
 	}
 	tooBig := fmt.Errorf("%s is larger than %d bytes (1 MiB), the most a config file may have", path, MaxFileSize)
 	if fi.Size() > MaxFileSize {
@@ -74,23 +75,6 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, tooBig
 	}
 	return data, nil
-}
-
-// fileType names what a non-regular file is, for errors.
-func fileType(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	}
-	return "mode " + m.String()
 }
 
 // Read parses the file at path against fs: every key must name a flag of fs
