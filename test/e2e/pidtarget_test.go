@@ -206,7 +206,7 @@ func TestPIDTargetRejections(t *testing.T) {
 				// Refused, the container is never started: it stays created, or, where the
 				// runtime made its process at create inside the target's PID namespace,
 				// that process dies with the namespace and the container ends exited.
-				if st := waitState(t, rs, debugID, createdStateAfterTargetStops()); st.GetStartedAt() != 0 {
+				if st := waitState(t, rs, debugID, createdStateAfterTargetStops()); !neverStarted(st) {
 					t.Errorf("debug container was started (at %d)", st.GetStartedAt())
 				}
 			})

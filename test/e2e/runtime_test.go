@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -46,6 +47,12 @@ func createdStateAfterTargetStops() runtimeapi.ContainerState {
 		return runtimeapi.ContainerState_CONTAINER_EXITED
 	}
 	return runtimeapi.ContainerState_CONTAINER_CREATED
+}
+
+// neverStarted: the container's status says it was never started. containerd
+// leaves started_at 0; CRI-O sends its zero time.Time as Unix nanoseconds.
+func neverStarted(st *runtimeapi.ContainerStatus) bool {
+	return st.GetStartedAt() == 0 || st.GetStartedAt() == (time.Time{}).UnixNano()
 }
 
 // needContainerdAPI skips a test or subtest whose subject is what crishim does
