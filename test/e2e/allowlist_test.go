@@ -17,15 +17,15 @@ import (
 )
 
 // TestDebugImageAllowlist: crishim refuses a debug container (PID namespace
-// TARGET) whose image the allowlist does not name, before containerd sees
+// TARGET) whose image the allowlist does not name, before the runtime sees
 // anything, however the image is named; and allows one whose tag resolves
-// to an allowed digest in containerd.
+// to an allowed digest in the runtime.
 func TestDebugImageAllowlist(t *testing.T) {
 	ctx := context.Background()
 	direct, images := criClients(t, testbed.Endpoint)
 	repoDigest := pinBusybox(t)
 	var img *runtimeapi.ImageStatusResponse
-	eventually(t, "containerd's CRI lists the pinned name as a repo digest", func() error {
+	eventually(t, "the runtime's CRI lists the pinned name as a repo digest", func() error {
 		var err error
 		img, err = images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testbed.BusyboxImage}, false)
 		if err != nil {
@@ -57,7 +57,7 @@ func TestDebugImageAllowlist(t *testing.T) {
 				t.Fatalf("CreateContainer of %s: %v; want PermissionDenied naming the image and --debug-image-allowlist", spec.Image, err)
 			}
 			if after := containerIDs(t, direct); len(after) != len(before) {
-				t.Errorf("containerd has %d containers after the refusal, %d before", len(after), len(before))
+				t.Errorf("the runtime has %d containers after the refusal, %d before", len(after), len(before))
 			}
 		}
 		// crishimctl debug creates through crishim: the same refusal.
@@ -97,21 +97,39 @@ func TestDebugImageAllowlist(t *testing.T) {
 }
 
 // pinBusybox gives the harness's busybox a digest name as a registry pull
-// would (the offline import has none) and returns it.
+// would, and returns it. CRI-O names an image by its manifest digest by itself,
+// and its CRI ImageStatus lists that name among the repo digests; containerd's
+// CRI lists only names the image store has, so there the name is made through
+// the containerd API.
 func pinBusybox(t *testing.T) string {
 	t.Helper()
-	c, err := client.New(strings.TrimPrefix(testbed.Endpoint, "unix://"), client.WithDefaultNamespace("k8s.io"))
+	ctx := context.Background()
+	_, cri := criClients(t, testbed.Endpoint)
+	st, err := cri.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testbed.BusyboxImage}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const repo = "docker.io/library/busybox@"
+	for _, d := range st.GetImage().GetRepoDigests() {
+		if strings.HasPrefix(d, repo) {
+			return d
+		}
+	}
+	if testbed.ContainerdAddress == "" {
+		t.Fatalf("%s %s lists no repo digest %s... of %s (%v), and has no containerd API to make one",
+			testbed.RuntimeName, testbed.RuntimeVersion, repo, testbed.BusyboxImage, st.GetImage().GetRepoDigests())
+	}
+	c, err := client.New(testbed.ContainerdAddress, client.WithDefaultNamespace("k8s.io"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := context.Background()
 	is := c.ImageService()
 	img, err := is.Get(ctx, testbed.BusyboxImage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "docker.io/library/busybox@" + img.Target.Digest.String()
+	name := repo + img.Target.Digest.String()
 	if _, err := is.Create(ctx, images.Image{Name: name, Target: img.Target}); err != nil && !errdefs.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,10 @@ func (r *recorder) placeholder(id string) string {
 // volatile names the fields whose values differ from run to run by nature.
 var volatile = regexp.MustCompile(`(?i)^(createdAt|startedAt|finishedAt|timestamp|ip|additionalIps|pid|usageBytes|inodesUsed|usageCoreNanoSeconds|usageNanoCores|workingSetBytes|availableBytes|rssBytes|pageFaults|majorPageFaults)$`)
 
+// unordered names the lists whose order means nothing and is not stable: CRI-O's
+// Status lists its runtime handlers in map order, different from call to call.
+var unordered = map[string]bool{"runtimeHandlers": true}
+
 func (r *recorder) record(call string, resp proto.Message, err error) {
 	s := step{Call: call}
 	if err != nil {
@@ -85,6 +91,13 @@ func (r *recorder) normalize(v any, key string) any {
 	case []any:
 		for i, x := range v {
 			v[i] = r.normalize(x, key)
+		}
+		if unordered[key] {
+			slices.SortFunc(v, func(a, b any) int {
+				ja, _ := json.Marshal(a)
+				jb, _ := json.Marshal(b)
+				return bytes.Compare(ja, jb)
+			})
 		}
 		return v
 	case string:

@@ -53,6 +53,9 @@ func TestIdempotentStopAndRemoveThroughCrishim(t *testing.T) {
 	}
 	for _, mode := range []string{"emulate", "native"} {
 		t.Run(mode, func(t *testing.T) {
+			if mode == "emulate" {
+				needContainerdAPI(t)
+			}
 			p := startCrishim(t, testbed.Endpoint, "--stop-signal-mode", mode)
 			rs, _ := criClients(t, p.Endpoint)
 			for _, c := range idempotentCalls {

@@ -149,7 +149,7 @@ func TestNotifiers(t *testing.T) {
 		`crishim_notifier_runs_total{action="signal",reason="",result="succeeded"} 2`, // and once by crishimctl
 		`crishim_notifier_runs_total{action="exec",reason="ActionTimeout",result="Timeout"} 1`,
 		`crishim_notifier_runs_total{action="none",reason="MalformedAnnotation",result="Error"} 1`,
-		`crishim_signal_deliveries_total{code="OK",origin="notifier",signal="SIGHUP",via="containerd"} 2`,
+		`crishim_signal_deliveries_total{code="OK",origin="notifier",signal="SIGHUP",via="` + signalVia() + `"} 2`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)

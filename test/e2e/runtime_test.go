@@ -1,6 +1,11 @@
 package e2e
 
 import (
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/crishim/crishim/shim"
 	"github.com/crishim/crishim/test/harness"
 )
@@ -30,4 +35,42 @@ func autoStopSignalMode() string {
 		return shim.StopSignalNative
 	}
 	return shim.StopSignalEmulate
+}
+
+// createdStateAfterTargetStops is the state of a created, never started debug
+// container whose target's PID namespace went away. containerd makes the
+// container's process at StartContainer, so the container stays CREATED. CRI-O
+// makes it at CreateContainer (runc create), inside the target's PID namespace,
+// where it is killed with the namespace's init: the container ends EXITED.
+func createdStateAfterTargetStops() runtimeapi.ContainerState {
+	if testbed.Runtime == harness.RuntimeCRIO {
+		return runtimeapi.ContainerState_CONTAINER_EXITED
+	}
+	return runtimeapi.ContainerState_CONTAINER_CREATED
+}
+
+// neverStarted: the container's status says it was never started. containerd
+// leaves started_at 0; CRI-O sends its zero time.Time as Unix nanoseconds.
+func neverStarted(st *runtimeapi.ContainerStatus) bool {
+	return st.GetStartedAt() == 0 || st.GetStartedAt() == (time.Time{}).UnixNano()
+}
+
+// needContainerdAPI skips a test or subtest whose subject is what crishim does
+// through the containerd API (--stop-signal-mode emulate, --pid-target-mode
+// emulate, delivery via containerd): crishim refuses those modes without it, and
+// CRI-O has no containerd API to give it.
+func needContainerdAPI(t *testing.T) {
+	t.Helper()
+	if testbed.ContainerdAddress == "" {
+		t.Skipf("needs the containerd API, which %s %s does not have", testbed.RuntimeName, testbed.RuntimeVersion)
+	}
+}
+
+// signalVia is how a crishim started by startCrishim delivers a signal: through
+// the containerd API where the runtime has one, else through a pidfd.
+func signalVia() string {
+	if testbed.ContainerdAddress == "" {
+		return "pidfd"
+	}
+	return "containerd"
 }

@@ -46,6 +46,9 @@ func TestSignalAPI(t *testing.T) {
 		{"pidfd", []string{"--containerd-address", ""}},
 	} {
 		t.Run(path.via, func(t *testing.T) {
+			if path.via == "containerd" {
+				needContainerdAPI(t)
+			}
 			p := startCrishim(t, testbed.Endpoint, path.flags...)
 			rs, _ := criClients(t, p.Endpoint)
 			pod := podConfig(t, uniqueName("signal-"+path.via), nil)
