@@ -134,11 +134,12 @@ func (g *signalling) notifierAction(ctx context.Context, run *notifierRun, deadl
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline.Add(execGrace))
 	defer cancel()
+	started := time.Now()
 	resp, err := g.rs.ExecSync(toRuntime(actx), &runtimeapi.ExecSyncRequest{
 		ContainerId: run.container.GetId(), Cmd: n.exec, Timeout: seconds(n.timeout),
 	})
 	switch {
-	case err != nil && status.Code(err) == codes.DeadlineExceeded:
+	case err != nil && status.Code(err) == codes.DeadlineExceeded, err == nil && execTimedOut(resp, started, n.timeout):
 		return &runFailure{notifyTimeout, reasonActionTime, fmt.Sprintf("exec %q did not finish within %s", n.exec, n.timeout)}
 	case err != nil:
 		return &runFailure{notifyError, reasonActionFail, fmt.Sprintf("exec %q: %s", n.exec, status.Convert(err).Message())}
@@ -156,20 +157,22 @@ func (g *signalling) probe(ctx context.Context, id string, cmd []string, deadlin
 	last := "no attempt: the action used up the timeout"
 	finished := false // some attempt ended by itself, and last says how
 	for pctx.Err() == nil {
+		started, left := time.Now(), time.Until(deadline)
 		resp, err := g.rs.ExecSync(toRuntime(pctx), &runtimeapi.ExecSyncRequest{
-			ContainerId: id, Cmd: cmd, Timeout: seconds(time.Until(deadline)),
+			ContainerId: id, Cmd: cmd, Timeout: seconds(left),
 		})
 		switch {
 		case err == nil && resp.GetExitCode() == 0:
 			return nil
-		case err == nil:
-			last, finished = fmt.Sprintf("exited with code %d%s", resp.GetExitCode(), output(resp)), true
-		case status.Code(err) == codes.DeadlineExceeded || errors.Is(pctx.Err(), context.DeadlineExceeded):
+		case err == nil && execTimedOut(resp, started, left),
+			err != nil && (status.Code(err) == codes.DeadlineExceeded || errors.Is(pctx.Err(), context.DeadlineExceeded)):
 			// The deadline cut this attempt short; an earlier attempt that
 			// finished says more about why the probe fails.
 			if !finished {
 				last = "the last attempt did not finish in time"
 			}
+		case err == nil:
+			last, finished = fmt.Sprintf("exited with code %d%s", resp.GetExitCode(), output(resp)), true
 		default:
 			last, finished = status.Convert(err).Message(), true
 		}
@@ -182,6 +185,14 @@ func (g *signalling) probe(ctx context.Context, id string, cmd []string, deadlin
 		return &runFailure{notifyTimeout, reasonProbeFail, fmt.Sprintf("probe %q: the Notify call ended first (%v); last attempt: %s", cmd, ctx.Err(), last)}
 	}
 	return &runFailure{notifyTimeout, reasonProbeFail, fmt.Sprintf("probe %q did not succeed in time; last attempt: %s", cmd, last)}
+}
+
+// execTimedOut tells an ExecSync answer that reports its own timeout. containerd answers
+// a command that outlives the request's timeout with DeadlineExceeded; CRI-O answers it
+// with exit code -1 ("command timed out"). A process's own exit code is never negative,
+// so -1 once the timeout has passed is the runtime's doing, not the command's.
+func execTimedOut(resp *runtimeapi.ExecSyncResponse, started time.Time, timeout time.Duration) bool {
+	return resp.GetExitCode() < 0 && time.Since(started) >= timeout
 }
 
 // seconds rounds up to whole seconds, at least 1: ExecSync takes seconds,

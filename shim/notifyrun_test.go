@@ -52,3 +52,32 @@ func TestProbeReportsTheLastFinishedAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestExecTimeoutAsCRIOReportsIt: CRI-O answers an ExecSync that outlives its timeout with
+// exit code -1 ("command timed out") where containerd answers DeadlineExceeded; the
+// notifier run and the probe must call both a timeout, and a real failure still a failure.
+func TestExecTimeoutAsCRIOReportsIt(t *testing.T) {
+	timedOut := func(ctx context.Context) (*runtimeapi.ExecSyncResponse, error) {
+		<-ctx.Done() // CRI-O answers once the exec's own timeout has passed
+		return &runtimeapi.ExecSyncResponse{ExitCode: -1, Stderr: []byte("command timed out")}, nil
+	}
+	exitOne := func(context.Context) (*runtimeapi.ExecSyncResponse, error) {
+		return &runtimeapi.ExecSyncResponse{ExitCode: 1, Stderr: []byte("no such file")}, nil
+	}
+	started := time.Now().Add(-2 * time.Second)
+	if !execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: -1}, started, time.Second) {
+		t.Error("exit -1 after the timeout: not a timeout")
+	}
+	if execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: -1}, time.Now(), time.Hour) {
+		t.Error("exit -1 before the timeout: a timeout")
+	}
+	if execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: 137}, started, time.Second) {
+		t.Error("exit 137 (the command was killed by someone else): a timeout")
+	}
+
+	g := &signalling{rs: &scriptedExec{answers: []func(context.Context) (*runtimeapi.ExecSyncResponse, error){exitOne, timedOut}}}
+	fail := g.probe(context.Background(), "ctr", []string{"test", "-f", "/ready"}, time.Now().Add(3*probeInterval/2))
+	if fail == nil || !strings.Contains(fail.message, "last attempt: exited with code 1: no such file") {
+		t.Errorf("probe failure %+v: want the last finished attempt, not the timed-out one", fail)
+	}
+}
