@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/crishim/crishim/test/harness"
 )
 
 // TestKubectlDebugTarget: `kubectl debug -i POD --target=app` starts an ephemeral container
@@ -20,6 +22,9 @@ func TestKubectlDebugTarget(t *testing.T) {
 	for _, mode := range []string{"native", "emulate"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode != "native" {
+				if testNode.Runtime == harness.RuntimeCRIO {
+					t.Skipf("emulating TARGET needs the containerd API, which CRI-O does not have")
+				}
 				restartCrishim(t, "--pid-target-mode="+mode)
 			}
 			sample := fmt.Sprintf(`crishim_pid_target_requests_total{call="start",code="OK",mode=%q}`, mode)

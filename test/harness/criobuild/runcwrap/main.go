@@ -10,7 +10,9 @@
 // "unable to apply caps"). containerd has restrict_oom_score_adj for the first and caps
 // privileged containers to the bounding set itself; CRI-O has neither, so this wrapper, set as
 // the runtime's runtime_path, does both before runc reads the spec: it raises oomScoreAdj to
-// its own and drops capabilities outside its bounding set. Everything else passes unchanged.
+// its own and drops capabilities outside its bounding set. A machine without a hugetlb cgroup
+// (a container) also gets the kubelet's hugepage limits dropped. Everything else passes
+// unchanged.
 package main
 
 import (
@@ -52,6 +54,7 @@ func adjust(args []string) error {
 			bundle = "."
 		}
 		return rewrite(filepath.Join(bundle, "config.json"), func(spec map[string]any) error {
+			dropHugepageLimits(spec)
 			if p, ok := spec["process"].(map[string]any); ok {
 				return fixProcess(p)
 			}
@@ -123,6 +126,23 @@ func rewrite(path string, fix func(map[string]any) error) error {
 
 // fixProcess clamps an OCI process's oomScoreAdj and capabilities to what this process may
 // grant.
+// dropHugepageLimits removes the spec's hugetlb limits when the machine has no hugetlb
+// cgroup to set them in: the kubelet asks for them on every container, and runc then fails
+// ("cannot set hugetlb limit"). containerd leaves them out itself when hugetlb is missing;
+// CRI-O passes them on.
+func dropHugepageLimits(spec map[string]any) {
+	if _, err := os.Stat("/sys/fs/cgroup/hugetlb"); err == nil {
+		return
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return // cgroup v2: runc checks the controllers itself
+	}
+	linux, _ := spec["linux"].(map[string]any)
+	if res, _ := linux["resources"].(map[string]any); res != nil {
+		delete(res, "hugepageLimits")
+	}
+}
+
 func fixProcess(p map[string]any) error {
 	if adj, ok := p["oomScoreAdj"].(float64); ok {
 		own, err := ownOOMScoreAdj()
