@@ -45,6 +45,7 @@ func crioBackend() *backend {
 		},
 		env:          crioEnv,
 		importImages: importCRIOImages,
+		writeMirrors: writeCRIOMirrors,
 	}
 }
 

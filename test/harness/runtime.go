@@ -72,6 +72,9 @@ type backend struct {
 	env func(l layout) []string
 	// importImages puts the offline images into the runtime's CRI image store.
 	importImages func(ctx context.Context, l layout) error
+	// writeMirrors, if set, writes Options.Mirrors into the runtime's registry config
+	// after writeConfig; unset, they go to containerd's hosts.toml files (writeMirrors).
+	writeMirrors func(l layout, mirrors map[string]string) error
 }
 
 // backendFor is the dispatch point between runtimes: every per-runtime difference of a
