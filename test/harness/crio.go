@@ -46,6 +46,7 @@ func crioBackend() *backend {
 		env:          crioEnv,
 		importImages: importCRIOImages,
 		tagImage:     tagCRIOImage,
+		writeMirrors: writeCRIOMirrors,
 	}
 }
 

@@ -148,3 +148,38 @@ func TestCRIOConfigKeepsSharedPlacesOut(t *testing.T) {
 		t.Errorf("crio argv %q lacks the slot's config or drop-in dir", argv)
 	}
 }
+
+// TestCRIORegistriesConfig: each mirrored host gets a [[registry]] with the mirror's host as
+// its only mirror, insecure for plain HTTP; anything but an http(s) host URL is refused.
+func TestCRIORegistriesConfig(t *testing.T) {
+	conf, err := crioRegistriesConfig(map[string]string{"registry.k8s.io": "http://127.0.0.1:5000", "gcr.io": "https://mirror.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `unqualified-search-registries = []
+
+[[registry]]
+prefix = "gcr.io"
+location = "gcr.io"
+
+[[registry.mirror]]
+location = "mirror.example"
+insecure = false
+
+[[registry]]
+prefix = "registry.k8s.io"
+location = "registry.k8s.io"
+
+[[registry.mirror]]
+location = "127.0.0.1:5000"
+insecure = true
+`
+	if conf != want {
+		t.Errorf("registries.conf:\n%s\nwant:\n%s", conf, want)
+	}
+	for _, bad := range []string{"127.0.0.1:5000", "ftp://h", "http://h/path", "http://"} {
+		if _, err := crioRegistriesConfig(map[string]string{"gcr.io": bad}); err == nil {
+			t.Errorf("mirror %q accepted", bad)
+		}
+	}
+}

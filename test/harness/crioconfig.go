@@ -2,8 +2,10 @@ package harness
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -28,6 +30,12 @@ func (l layout) crioMounts() string      { return filepath.Join(l.crioDir(), "mo
 func (l layout) crioLogs() string        { return filepath.Join(l.crioDir(), "logs") }
 func (l layout) crioRuncWrapper() string { return filepath.Join(l.crioDir(), "runc") }
 func (l layout) crioImages() string      { return filepath.Join(l.dir, "images", "oci") }
+func (l layout) crioHome() string        { return filepath.Join(l.crioDir(), "home") }
+
+// crioUserPolicy is the policy.json containers/image finds in crio's HOME (crioEnv).
+func (l layout) crioUserPolicy() string {
+	return filepath.Join(l.crioHome(), ".config", "containers", "policy.json")
+}
 
 // crioAttach is where conmon puts attach sockets, <dir>/<64-hex id>/attach. It sits right
 // under the slot because a unix socket path has at most 107 bytes: in slot-15 this is 106.
@@ -49,7 +57,9 @@ func (l layout) crioStore() string {
 //     off, CRI-O ends the stream at once.
 //   - pause_command empty runs the pause image's own entrypoint: ours is busybox's sh.
 //   - signature_policy unset: set, CRI-O refuses creates without image.user_specified_image,
-//     which crishimctl debug does not send; nothing is pulled anyway.
+//     which crishimctl debug does not send. PullImage then reads the default policy, which
+//     containers/image looks for in $HOME/.config/containers before /etc/containers: crio
+//     runs with a HOME in the slot (crioEnv) holding one that accepts anything.
 //   - NRI, metrics and irqbalance off: each would use a host-global path.
 func crioConfig(l layout, m slotMeta, b crioBins, pauseImage string) string {
 	q := strconv.Quote
@@ -130,8 +140,43 @@ func crioStorageConfig(l layout) string {
 }
 
 // crioRegistriesConfig searches no registry for short names: none is reachable, and a test
-// must never pull anything by accident.
-const crioRegistriesConfig = "unqualified-search-registries = []\n"
+// must never pull anything by accident. Each mirrored host (Options.Mirrors) gets a
+// [[registry]] whose only mirror is the mirror URL's host, plain HTTP allowed (insecure)
+// for an http:// URL; CRI-O asks the mirror first and the host itself only when the mirror
+// fails, as containerd does with hosts.toml.
+func crioRegistriesConfig(mirrors map[string]string) (string, error) {
+	var s strings.Builder
+	s.WriteString("unqualified-search-registries = []\n")
+	hosts := make([]string, 0, len(mirrors))
+	for h := range mirrors {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		u, err := url.Parse(mirrors[h])
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || strings.Trim(u.Path, "/") != "" {
+			return "", fmt.Errorf("mirror of %s: %q is not an http(s)://host[:port] URL", h, mirrors[h])
+		}
+		fmt.Fprintf(&s, "\n[[registry]]\nprefix = %s\nlocation = %s\n\n[[registry.mirror]]\nlocation = %s\ninsecure = %t\n",
+			strconv.Quote(h), strconv.Quote(h), strconv.Quote(u.Host), u.Scheme == "http")
+	}
+	return s.String(), nil
+}
+
+// crioPolicy accepts any image: nothing is signed on a test bed.
+const crioPolicy = `{"default": [{"type": "insecureAcceptAnything"}]}` + "\n"
+
+// writeCRIOMirrors is crioBackend's writeMirrors: the slot's registries.conf, with mirrors.
+func writeCRIOMirrors(l layout, mirrors map[string]string) error {
+	conf, err := crioRegistriesConfig(mirrors)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.crioRegistries(), []byte(conf), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", l.crioRegistries(), err)
+	}
+	return nil
+}
 
 // crioRuncWrapperScript runs runcwrap on the system runc; CRI-O's runtime_path takes a
 // path, not a command line.
@@ -147,12 +192,16 @@ func writeCRIOConfig(l layout, m slotMeta, pauseImage string) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{l.crioStorage(), l.crioRun(), l.crioConfDir(), l.crioRegistriesD(), l.crioExits(), l.crioAttach(), l.crioNamespaces(), l.crioHooks(), l.crioCDI(), l.crioPolicies(), l.crioLogs(), l.runcRoot(), l.cniConfDir(), l.ipamDir(), l.crioImages(), l.pods()} {
+	for _, d := range []string{l.crioStorage(), l.crioRun(), l.crioConfDir(), l.crioRegistriesD(), l.crioExits(), l.crioAttach(), l.crioNamespaces(), l.crioHooks(), l.crioCDI(), l.crioPolicies(), l.crioLogs(), l.runcRoot(), l.cniConfDir(), l.ipamDir(), l.crioImages(), l.pods(), filepath.Dir(l.crioUserPolicy())} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
 	cni, err := cniConfList(l, m)
+	if err != nil {
+		return err
+	}
+	registries, err := crioRegistriesConfig(nil)
 	if err != nil {
 		return err
 	}
@@ -163,7 +212,8 @@ func writeCRIOConfig(l layout, m slotMeta, pauseImage string) error {
 	}{
 		{l.config(), []byte(crioConfig(l, m, b, pauseImage)), 0o644},
 		{l.crioStorageConf(), []byte(crioStorageConfig(l)), 0o644},
-		{l.crioRegistries(), []byte(crioRegistriesConfig), 0o644},
+		{l.crioRegistries(), []byte(registries), 0o644},
+		{l.crioUserPolicy(), []byte(crioPolicy), 0o644},
 		// An empty mounts file: CRI-O would otherwise add the host's secrets mounts.
 		{l.crioMounts(), nil, 0o644},
 		{l.crioRuncWrapper(), []byte(crioRuncWrapperScript(b)), 0o755},
@@ -177,9 +227,12 @@ func writeCRIOConfig(l layout, m slotMeta, pauseImage string) error {
 }
 
 // crioEnv is the environment crio and ociload run with: the slot's storage config (which
-// crio also reads for the options its [crio] table leaves unset) and registries config.
+// crio also reads for the options its [crio] table leaves unset) and registries config, and
+// a HOME in the slot, for the policy PullImage reads (and so that no credentials of the
+// caller's HOME are ever sent).
 func crioEnv(l layout) []string {
 	return []string{
+		"HOME=" + l.crioHome(),
 		"CONTAINERS_STORAGE_CONF=" + l.crioStorageConf(),
 		"CONTAINERS_REGISTRIES_CONF=" + l.crioRegistries(),
 	}

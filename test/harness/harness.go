@@ -176,7 +176,11 @@ func (c *Containerd) start(ctx context.Context) error {
 	if err := c.backend.writeConfig(c.layout, c.meta, c.PauseImage); err != nil {
 		return err
 	}
-	if err := writeMirrors(c.layout, c.opts.Mirrors); err != nil {
+	mirrors := writeMirrors
+	if c.backend.writeMirrors != nil {
+		mirrors = c.backend.writeMirrors
+	}
+	if err := mirrors(c.layout, c.opts.Mirrors); err != nil {
 		return err
 	}
 	// Build before starting containerd: if busybox is unusable, fail before spending a

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 func TestSplitRef(t *testing.T) {
@@ -100,5 +103,49 @@ func TestRegistryServesImages(t *testing.T) {
 		if resp, _ := get(http.MethodGet, path); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET %s: %s, want 404", path, resp.Status)
 		}
+	}
+}
+
+// TestPullThroughMirrors pulls from a Registry through Options.Mirrors, by tag and by the
+// digest the pull reports, on the runtime RUNTIME names: containerd's hosts.toml files and
+// CRI-O's registries.conf must both send the pulls to the loopback registry.
+func TestPullThroughMirrors(t *testing.T) {
+	requireRoot(t)
+	ctx := testContext(t)
+	const ref = "registry.k8s.io/mirrored/marker:1"
+	reg, err := ServeRegistry(ctx, []RegistryImage{{Ref: ref, Files: []ImageFile{{Path: "/marker", Data: "m"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	c := startHarness(t, ctx, Options{Mirrors: reg.Mirrors()})
+	conn, err := c.Dial()
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer conn.Close()
+	images := runtimeapi.NewImageServiceClient(conn)
+	pulled, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		t.Fatalf("PullImage %s: %v", ref, err)
+	}
+	st, err := images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil || st.GetImage() == nil {
+		t.Fatalf("ImageStatus %s after pull (%s): %v, %v", ref, pulled.GetImageRef(), st, err)
+	}
+	var byDigest string
+	for _, d := range st.GetImage().GetRepoDigests() {
+		if strings.HasPrefix(d, "registry.k8s.io/mirrored/marker@sha256:") {
+			byDigest = d
+		}
+	}
+	if byDigest == "" {
+		t.Fatalf("ImageStatus %s: no repo digest under its name: %v", ref, st.GetImage().GetRepoDigests())
+	}
+	if _, err := images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: st.GetImage().GetId()}}); err != nil {
+		t.Fatalf("RemoveImage: %v", err)
+	}
+	if _, err := images.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: byDigest}}); err != nil {
+		t.Fatalf("PullImage %s: %v", byDigest, err)
 	}
 }

@@ -74,6 +74,9 @@ type backend struct {
 	importImages func(ctx context.Context, l layout) error
 	// tagImage gives an imported image another name, as the node's pods ask for it.
 	tagImage func(ctx context.Context, l layout, src, dst string) error
+	// writeMirrors, if set, writes Options.Mirrors into the runtime's registry config
+	// after writeConfig; unset, they go to containerd's hosts.toml files (writeMirrors).
+	writeMirrors func(l layout, mirrors map[string]string) error
 }
 
 // backendFor is the dispatch point between runtimes: every per-runtime difference of a
