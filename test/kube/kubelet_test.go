@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crishim/crishim/test/harness"
 )
 
 // statusCalls counts the kubelet's runtime health checks (every few seconds) that crishim
@@ -100,4 +102,44 @@ func restartKubelet(t *testing.T) {
 	if err := testNode.RestartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestKubeletListsByStreamingThroughCrishim: with CRIListStreaming the kubelet lists pods and
+// containers with the server-streaming Stream* calls (KEP-5825). crishim relays them: where
+// the runtime has them (containerd 2.4) the kubelet's relists keep using them through
+// crishim; where it has not (CRI-O 1.34, containerd 1.6) the kubelet gets the runtime's own
+// Unimplemented through crishim once (its client then turns streaming off for good) and
+// lists with the unary calls, as it would talking to the runtime directly.
+func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
+	calls := func(code, method string) string {
+		return fmt.Sprintf(`crishim_grpc_requests_total{code=%q,method="/runtime.v1.RuntimeService/%s"}`, code, method)
+	}
+	grows := func(sample, why string) {
+		t.Helper()
+		grew := metricGrowth(t, sample)
+		eventually(t, 2*time.Minute, func() error {
+			if d := grew(); d < 1 {
+				return fmt.Errorf("%s grew by %v: %s", sample, d, why)
+			}
+			return nil
+		})
+	}
+	if testNode.Runtime == harness.RuntimeContainerd {
+		for _, method := range []string{"StreamPodSandboxes", "StreamContainers"} {
+			grows(calls("OK", method), "the kubelet's relists did not stream through crishim")
+		}
+		return
+	}
+	// A kubelet started afresh tries streaming once; crishim may have been restarted since
+	// this kubelet's client turned it off.
+	pods := metricGrowth(t, calls("Unimplemented", "StreamPodSandboxes"))
+	containers := metricGrowth(t, calls("Unimplemented", "StreamContainers"))
+	restartKubelet(t)
+	eventually(t, 2*time.Minute, func() error {
+		if pods()+containers() < 1 {
+			return fmt.Errorf("no Stream* call reached %s through crishim and came back Unimplemented", testNode.Runtime)
+		}
+		return nil
+	})
+	grows(calls("OK", "ListContainers"), "the kubelet did not fall back to the unary lists")
 }

@@ -9,7 +9,9 @@ import (
 
 // featureGates the node turns on in the apiserver and the kubelet: lifecycle.stopSignal is
 // still alpha in the release the bed builds, and crishim's stop_signal emulation is what
-// the tests prove through it.
+// the tests prove through it. The kubelet also gets CRIListStreaming (alpha, KEP-5825):
+// its lists then use the server-streaming Stream* calls, which crishim must relay, and fall
+// back to the unary ones on a runtime without them.
 const featureGates = "ContainerStopSignals=true"
 
 // serviceCIDR is the apiserver's service range; nothing routes to it, the apiserver only
@@ -125,6 +127,7 @@ evictionHard:
   imagefs.available: "1%%"
 featureGates:
   ContainerStopSignals: true
+  CRIListStreaming: true
 `, endpoint, s.CgroupRoot, s.NodeIP, s.KubeletPort, s.KubeletHealthzPort, p.CA(), l.path("pod-logs"), l.path("resolv.conf"))
 }
 
