@@ -143,3 +143,52 @@ func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
 	})
 	grows(calls("OK", "ListContainers"), "the kubelet did not fall back to the unary lists")
 }
+
+// TestInPlaceResizeThroughCrishim: an in-place resize (the pod's resize subresource) makes
+// the kubelet call UpdateContainerResources and UpdatePodSandboxResources, relayed by
+// crishim: containerd 2.4 and CRI-O 1.34 take the sandbox call, containerd 1.6's
+// Unimplemented reaches the kubelet through crishim as it would directly, and the resize
+// is applied on every runtime.
+func TestInPlaceResizeThroughCrishim(t *testing.T) {
+	calls := func(code, method string) string {
+		return fmt.Sprintf(`crishim_grpc_requests_total{code=%q,method="/runtime.v1.RuntimeService/%s"}`, code, method)
+	}
+	sandboxCode := "OK"
+	if testNode.Runtime == harness.RuntimeContainerd16 {
+		sandboxCode = "Unimplemented"
+	}
+	containerCalls := metricGrowth(t, calls("OK", "UpdateContainerResources"))
+	sandboxCalls := metricGrowth(t, calls(sandboxCode, "UpdatePodSandboxResources"))
+	pod := uniqueName("resize")
+	apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    resources:
+      requests: {cpu: 100m, memory: 32Mi}
+      limits: {cpu: 200m, memory: 64Mi}
+`, pod, busybox))
+	waitReady(t, pod)
+	kubectl(t, "patch", "pod", pod, "--subresource", "resize", "--patch",
+		`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`)
+	eventually(t, 2*time.Minute, func() error {
+		for _, s := range getPod(t, pod).Status.ContainerStatuses {
+			if r := s.Resources; r != nil && r.Limits.Cpu().MilliValue() == 300 {
+				return nil
+			}
+		}
+		return fmt.Errorf("the resize to a 300m CPU limit is not in the pod's status yet")
+	})
+	if d := containerCalls(); d < 1 {
+		t.Errorf("UpdateContainerResources through crishim grew by %v, want at least 1", d)
+	}
+	if d := sandboxCalls(); d < 1 {
+		t.Errorf("%s grew by %v, want at least 1", calls(sandboxCode, "UpdatePodSandboxResources"), d)
+	}
+}
