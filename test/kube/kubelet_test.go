@@ -104,6 +104,11 @@ func restartKubelet(t *testing.T) {
 	}
 }
 
+// runtimeCalls is crishim's count of the RuntimeService calls of method that ended with code.
+func runtimeCalls(code, method string) string {
+	return fmt.Sprintf(`crishim_grpc_requests_total{code=%q,method="/runtime.v1.RuntimeService/%s"}`, code, method)
+}
+
 // TestKubeletListsByStreamingThroughCrishim: with CRIListStreaming the kubelet lists pods and
 // containers with the server-streaming Stream* calls (KEP-5825). crishim relays them: where
 // the runtime has them (containerd 2.4) the kubelet's relists keep using them through
@@ -111,9 +116,6 @@ func restartKubelet(t *testing.T) {
 // Unimplemented through crishim once (its client then turns streaming off for good) and
 // lists with the unary calls, as it would talking to the runtime directly.
 func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
-	calls := func(code, method string) string {
-		return fmt.Sprintf(`crishim_grpc_requests_total{code=%q,method="/runtime.v1.RuntimeService/%s"}`, code, method)
-	}
 	grows := func(sample, why string) {
 		t.Helper()
 		grew := metricGrowth(t, sample)
@@ -126,14 +128,14 @@ func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
 	}
 	if testNode.Runtime == harness.RuntimeContainerd {
 		for _, method := range []string{"StreamPodSandboxes", "StreamContainers"} {
-			grows(calls("OK", method), "the kubelet's relists did not stream through crishim")
+			grows(runtimeCalls("OK", method), "the kubelet's relists did not stream through crishim")
 		}
 		return
 	}
 	// A kubelet started afresh tries streaming once; crishim may have been restarted since
 	// this kubelet's client turned it off.
-	pods := metricGrowth(t, calls("Unimplemented", "StreamPodSandboxes"))
-	containers := metricGrowth(t, calls("Unimplemented", "StreamContainers"))
+	pods := metricGrowth(t, runtimeCalls("Unimplemented", "StreamPodSandboxes"))
+	containers := metricGrowth(t, runtimeCalls("Unimplemented", "StreamContainers"))
 	restartKubelet(t)
 	eventually(t, 2*time.Minute, func() error {
 		if pods()+containers() < 1 {
@@ -141,7 +143,7 @@ func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
 		}
 		return nil
 	})
-	grows(calls("OK", "ListContainers"), "the kubelet did not fall back to the unary lists")
+	grows(runtimeCalls("OK", "ListContainers"), "the kubelet did not fall back to the unary lists")
 }
 
 // TestInPlaceResizeThroughCrishim: an in-place resize (the pod's resize subresource) makes
@@ -150,15 +152,12 @@ func TestKubeletListsByStreamingThroughCrishim(t *testing.T) {
 // Unimplemented reaches the kubelet through crishim as it would directly, and the resize
 // is applied on every runtime.
 func TestInPlaceResizeThroughCrishim(t *testing.T) {
-	calls := func(code, method string) string {
-		return fmt.Sprintf(`crishim_grpc_requests_total{code=%q,method="/runtime.v1.RuntimeService/%s"}`, code, method)
-	}
 	sandboxCode := "OK"
 	if testNode.Runtime == harness.RuntimeContainerd16 {
 		sandboxCode = "Unimplemented"
 	}
-	containerCalls := metricGrowth(t, calls("OK", "UpdateContainerResources"))
-	sandboxCalls := metricGrowth(t, calls(sandboxCode, "UpdatePodSandboxResources"))
+	containerCalls := metricGrowth(t, runtimeCalls("OK", "UpdateContainerResources"))
+	sandboxCalls := metricGrowth(t, runtimeCalls(sandboxCode, "UpdatePodSandboxResources"))
 	pod := uniqueName("resize")
 	apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -189,6 +188,6 @@ spec:
 		t.Errorf("UpdateContainerResources through crishim grew by %v, want at least 1", d)
 	}
 	if d := sandboxCalls(); d < 1 {
-		t.Errorf("%s grew by %v, want at least 1", calls(sandboxCode, "UpdatePodSandboxResources"), d)
+		t.Errorf("%s grew by %v, want at least 1", runtimeCalls(sandboxCode, "UpdatePodSandboxResources"), d)
 	}
 }
