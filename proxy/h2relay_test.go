@@ -255,14 +255,27 @@ func serveHandler(t *testing.T, sock string, h grpc.StreamHandler) *grpc.Server 
 type rawRuntime struct {
 	mu      sync.Mutex
 	conns   int
-	goAways []http2.ErrCode // received from the relay
+	goAways chan http2.ErrCode // the codes of the GOAWAYs from the relay
+}
+
+// firstGoAway waits for the first GOAWAY the relay sends the runtime: the
+// relay's client may see the call fail before the runtime has read it.
+func (rr *rawRuntime) firstGoAway(t *testing.T) http2.ErrCode {
+	t.Helper()
+	select {
+	case code := <-rr.goAways:
+		return code
+	case <-time.After(hangBound):
+		t.Fatal("the runtime got no GOAWAY")
+		return 0
+	}
 }
 
 type rawReply func(conn int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32)
 
 func startRaw(t *testing.T, sock string, reply rawReply) *rawRuntime {
 	t.Helper()
-	rr := &rawRuntime{}
+	rr := &rawRuntime{goAways: make(chan http2.ErrCode, 16)}
 	serveUnix(t, sock, func(nc net.Conn) {
 		rr.mu.Lock()
 		n := rr.conns
@@ -324,9 +337,10 @@ func (rr *rawRuntime) serve(nc net.Conn, n int, reply rawReply) {
 		case *http2.MetaHeadersFrame:
 			reply(n, fr, enc, &buf, f.StreamID)
 		case *http2.GoAwayFrame:
-			rr.mu.Lock()
-			rr.goAways = append(rr.goAways, f.ErrCode)
-			rr.mu.Unlock()
+			select {
+			case rr.goAways <- f.ErrCode:
+			default: // a test reads the first few; more are not held
+			}
 		}
 	}
 }

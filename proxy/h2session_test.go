@@ -96,7 +96,7 @@ func (c *rawClient) quietUntilAck(t *testing.T, what string) {
 }
 
 // scriptedRuntime is an HTTP/2 server whose answers a test writes, from its
-// reader (onHeaders) or from goroutines of its own (go), under one lock.
+// reader (onRequest) or from goroutines of its own (go), under one lock.
 type scriptedRuntime struct {
 	mu  sync.Mutex
 	fr  *http2.Framer
@@ -105,9 +105,12 @@ type scriptedRuntime struct {
 	wg  sync.WaitGroup
 }
 
-// serveScripted serves sock: onHeaders is called with each request's
-// stream ID, acked with the data of each PING ack the relay sends.
-func serveScripted(t *testing.T, sock string, onHeaders func(rt *scriptedRuntime, id uint32), acked func([8]byte)) {
+// serveScripted serves sock: onRequest is called with each request's
+// stream ID once the request has ended (END_STREAM), as a unary gRPC server
+// answers; acked with the data of each PING ack the relay sends. Answering
+// on HEADERS instead would race the client's last DATA frame, and the relay
+// rightly resets a request still open when its answer ends.
+func serveScripted(t *testing.T, sock string, onRequest func(rt *scriptedRuntime, id uint32), acked func([8]byte)) {
 	serveUnix(t, sock, func(nc net.Conn) {
 		preface := make([]byte, len(http2.ClientPreface))
 		if _, err := io.ReadFull(nc, preface); err != nil {
@@ -135,7 +138,13 @@ func serveScripted(t *testing.T, sock string, onHeaders func(rt *scriptedRuntime
 					rt.do(func() { _ = rt.fr.WritePing(true, f.Data) })
 				}
 			case *http2.MetaHeadersFrame:
-				onHeaders(rt, f.StreamID)
+				if f.StreamEnded() {
+					onRequest(rt, f.StreamID)
+				}
+			case *http2.DataFrame:
+				if f.StreamEnded() {
+					onRequest(rt, f.StreamID)
+				}
 			}
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,10 +233,8 @@ func TestUnfinishedHeaderBlockTimesOut(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("a call the runtime never finishes the headers of: %v, want Unavailable", err)
 		}
-		rr.mu.Lock()
-		defer rr.mu.Unlock()
-		if !slices.Contains(rr.goAways, http2.ErrCodeProtocol) {
-			t.Errorf("the runtime got GOAWAY %v, want PROTOCOL_ERROR", rr.goAways)
+		if code := rr.firstGoAway(t); code != http2.ErrCodeProtocol {
+			t.Errorf("the runtime got GOAWAY %v, want PROTOCOL_ERROR", code)
 		}
 	})
 }
