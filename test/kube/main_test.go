@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,8 +22,10 @@ var (
 	binDir string
 )
 
-// nodeIndex keeps this package's node apart from `make node`'s (index 0).
-const nodeIndex = 1
+// nodeIndex keeps this package's node apart from `make node`'s (index 0);
+// $CRISHIM_KUBE_NODE picks another, so that two checkouts can run this
+// package at once on one machine.
+var nodeIndex = 1
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -33,6 +36,14 @@ func runMain(m *testing.M) int {
 	if testing.Short() {
 		fmt.Println("kube: skipped in -short mode")
 		return 0
+	}
+	if v := os.Getenv("CRISHIM_KUBE_NODE"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 || i > 200 {
+			fmt.Fprintf(os.Stderr, "kube: CRISHIM_KUBE_NODE=%q: want a node index from 1 to 200 (0 is `make node`'s)\n", v)
+			return 2
+		}
+		nodeIndex = i
 	}
 	if os.Geteuid() != 0 {
 		fmt.Println("kube: SKIP: the node tests start containerd, a kubelet and a control plane and need root (run `sudo make test`)")
