@@ -30,6 +30,7 @@ type fakeRuntime struct {
 	lastUnknown  []byte
 	delay        time.Duration
 	canceled     chan struct{}
+	started      chan struct{} // closed when a delayed Version begins to wait
 }
 
 func (f *fakeRuntime) record(ctx context.Context) {
@@ -46,6 +47,15 @@ func (f *fakeRuntime) Version(ctx context.Context, in *runtimeapi.VersionRequest
 	delay := f.delay
 	f.mu.Unlock()
 	if delay > 0 {
+		if f.started != nil {
+			f.mu.Lock()
+			select {
+			case <-f.started:
+			default:
+				close(f.started)
+			}
+			f.mu.Unlock()
+		}
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():

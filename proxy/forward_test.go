@@ -207,7 +207,7 @@ func TestServerStreamingIsRelayed(t *testing.T) {
 func TestClientCancelReachesRuntime(t *testing.T) {
 	forEachRelay(t, func(t *testing.T, relay RelayMode) {
 		sock := fakeSock(t)
-		f := &fakeRuntime{delay: time.Hour, canceled: make(chan struct{})}
+		f := &fakeRuntime{delay: time.Hour, canceled: make(chan struct{}), started: make(chan struct{})}
 		startFake(t, sock, f)
 		p := startProxy(t, relay, sock)
 
@@ -217,7 +217,7 @@ func TestClientCancelReachesRuntime(t *testing.T) {
 			_, err := runtimeapi.NewRuntimeServiceClient(p.conn).Version(ctx, &runtimeapi.VersionRequest{})
 			errc <- err
 		}()
-		time.Sleep(100 * time.Millisecond)
+		<-f.started // the call reached the runtime: the cancellation must follow it there
 		cancel()
 		if err := <-errc; status.Code(err) != codes.Canceled {
 			t.Errorf("client got %v", err)
@@ -343,7 +343,7 @@ func TestServiceDescsRejectsBadMethods(t *testing.T) {
 func TestShutdownLetsInFlightCallsFinishThenEndsStreams(t *testing.T) {
 	forEachRelay(t, func(t *testing.T, relay RelayMode) {
 		sock := fakeSock(t)
-		f := &fakeRuntime{delay: 300 * time.Millisecond}
+		f := &fakeRuntime{delay: 300 * time.Millisecond, started: make(chan struct{})}
 		startFake(t, sock, f)
 		p := startProxy(t, relay, sock)
 		client := runtimeapi.NewRuntimeServiceClient(p.conn)
@@ -365,7 +365,7 @@ func TestShutdownLetsInFlightCallsFinishThenEndsStreams(t *testing.T) {
 			_, err := client.Version(context.Background(), &runtimeapi.VersionRequest{})
 			errc <- err
 		}()
-		time.Sleep(100 * time.Millisecond)
+		<-f.started // in flight: the runtime holds it for its delay
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		p.server.Shutdown(ctx)

@@ -90,7 +90,7 @@ func TestRawIOHonoursDeadlinesAndClose(t *testing.T) {
 		_, err := r.Read(make([]byte, 10))
 		errc <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the read parked on the poller", func() bool { return parkedIn("rawReader") })
 	_ = b.Close()
 	select {
 	case err := <-errc:

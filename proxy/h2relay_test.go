@@ -114,8 +114,13 @@ func TestSlowReaderIsHeldBackNotBuffered(t *testing.T) {
 		}
 		sent <- n
 	}()
-	// Wait until the flood stalls: the sender stops making progress.
-	time.Sleep(time.Second)
+	// Wait until the flood is held back both ways: the relay queues for the
+	// runtime (whose window the echoes it cannot send have closed) and for
+	// the client (which reads nothing).
+	waitFor(t, "the flood held back both ways", func() bool {
+		up, down := p.server.relay.queuedEachWay()
+		return up > 0 && down > 0
+	})
 	held := p.server.relay.queuedBytes()
 	if held > relayConnWindow {
 		t.Errorf("relay holds %d bytes for a client that does not read, more than its %d-byte window", held, relayConnWindow)
@@ -126,15 +131,22 @@ func TestSlowReaderIsHeldBackNotBuffered(t *testing.T) {
 	}
 }
 
-// queuedBytes is what the relay holds waiting for windows.
-func (r *relay) queuedBytes() int {
-	total := 0
+// queuedEachWay is what the relay holds waiting for windows, toward the
+// runtime and toward the client.
+func (r *relay) queuedEachWay() (up, down int) {
 	r.eachSession(func(s *session) {
 		for st := range s.openStreams(nil) {
-			total += st.toUp.queue.len() + st.toClient.queue.len()
+			up += st.toUp.queue.len()
+			down += st.toClient.queue.len()
 		}
 	})
-	return total
+	return up, down
+}
+
+// queuedBytes is what the relay holds waiting for windows.
+func (r *relay) queuedBytes() int {
+	up, down := r.queuedEachWay()
+	return up + down
 }
 
 // eachSession calls f with every session of the relay, under the relay's
