@@ -20,9 +20,11 @@ type ServerOptions struct {
 	// Services are crishim's own gRPC services (crishim.v1), served on the
 	// same socket.
 	Services []Service
-	// Unary and Stream interceptors wrap every call, intercepted and
-	// relayed alike (relayed calls see only the stream interceptors). They
-	// are composed here, in this order, and nowhere else.
+	// Unary and Stream interceptors wrap every call the gRPC server runs:
+	// intercepted calls and crishim.v1, and with RelayGRPC the relayed ones
+	// too (as streams). Calls the h2 relay passes through never reach them;
+	// Observe and Log see those. They are composed here, in this order, and
+	// nowhere else.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
 	// Relay picks how pass-through calls travel; empty means RelayH2.

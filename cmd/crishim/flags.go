@@ -14,8 +14,8 @@ import (
 	"github.com/crishim/crishim/proxy"
 )
 
-// config is the daemon's settings, with the defaults of DESIGN.md: the
-// command line's flags and the config file's keys alike.
+// config is the daemon's settings, the command line's flags and the
+// config file's keys alike; docs/flags.md explains each and its default.
 type config struct {
 	listen          string
 	runtimeEndpoint string
