@@ -23,6 +23,13 @@ func runtimeFault(code codes.Code) bool {
 	return false
 }
 
+// probeMethods are intercepted calls the kubelet makes every few seconds
+// for each exec probe (ExecSync, intercepted when --audit-exec-sync audits
+// it): logged like pass-through calls, or they would flood an info log.
+var probeMethods = map[string]bool{
+	"/runtime.v1.RuntimeService/ExecSync": true,
+}
+
 // callLevel is the log level of one finished call: warnings for faults,
 // then info for intercepted calls (what crishim itself did) and debug for
 // pass-through (the kubelet's relist alone would flood an info log).
@@ -42,7 +49,7 @@ func LogUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		level := callLevel(status.Code(err), true)
+		level := callLevel(status.Code(err), !probeMethods[info.FullMethod])
 		if log.Enabled(ctx, level) {
 			attrs := []slog.Attr{slog.String("method", info.FullMethod), slog.Duration("duration", time.Since(start))}
 			if r, ok := req.(interface{ GetContainerId() string }); ok && r.GetContainerId() != "" {

@@ -42,11 +42,11 @@ func TestLogUnaryNamesContainerAndPod(t *testing.T) {
 		func(context.Context, any) (any, error) { return nil, status.Error(codes.Unavailable, "runtime down") })
 	_, _ = intercept(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: "ctr-1"}, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/StartContainer"},
 		func(context.Context, any) (any, error) { return nil, nil })
-	_, _ = intercept(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "polled"}, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/ContainerStatus"},
+	_, _ = intercept(context.Background(), &runtimeapi.ExecSyncRequest{ContainerId: "probed"}, &grpc.UnaryServerInfo{FullMethod: "/runtime.v1.RuntimeService/ExecSync"},
 		func(context.Context, any) (any, error) { return nil, nil })
 	out := buf.String()
-	if strings.Contains(out, "polled") {
-		t.Errorf("ContainerStatus, polled by the kubelet, logged at info:\n%s", out)
+	if strings.Contains(out, "probed") {
+		t.Errorf("ExecSync, the kubelet's exec probes, logged at info:\n%s", out)
 	}
 	for _, want := range []string{"level=WARN", "pod=pod-1", "code=Unavailable", `err="runtime down"`, "level=INFO", "container=ctr-1", "code=OK", "duration="} {
 		if !strings.Contains(out, want) {
