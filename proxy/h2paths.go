@@ -5,7 +5,8 @@ package proxy
 // counted.
 type pathInfo struct {
 	route      route
-	refused    string // non-empty: answered Unimplemented with this message
+	refused    string      // non-empty: answered Unimplemented with this message
+	localIf    func() bool // non-nil: routeLocal instead of route while it holds
 	rewrite    Rewrite
 	notFoundOK func(string)
 	observe    MethodObserver // nil: not counted here (crishim's gRPC server counts it)
@@ -45,6 +46,7 @@ func (p *paths) work(path string) *pathInfo {
 	if pi.route == routeLocal {
 		return pi
 	}
+	pi.localIf = p.router.localIf[path]
 	pi.rewrite = p.router.rewrites[path]
 	pi.notFoundOK = p.router.notFoundOK[path]
 	if p.observe != nil {

@@ -58,6 +58,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		sessions: map[*session]struct{}{},
 		router: router{
 			local:      map[string]bool{},
+			localIf:    map[string]func() bool{},
 			services:   map[string]bool{},
 			splitImage: b.imagePath != b.runtimePath,
 		},
@@ -68,6 +69,9 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true
+			if m.when != nil {
+				r.router.localIf[m.FullMethod] = m.when
+			}
 		}
 	}
 	r.router.rewrites = rw

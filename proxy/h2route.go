@@ -26,15 +26,19 @@ func (r route) String() string {
 
 // router decides a call's route from its :path alone.
 type router struct {
-	local      map[string]bool // intercepted full method names
-	services   map[string]bool // crishim's own services
+	local      map[string]bool        // intercepted full method names
+	localIf    map[string]func() bool // intercepted while the function says so (Method.When)
+	services   map[string]bool        // crishim's own services
 	rewrites   map[string]Rewrite
 	notFoundOK map[string]func(string) // NotFoundIsOK
 	splitImage bool
 }
 
+// route is where a call to path goes; a call to a method intercepted only
+// while a condition holds (localIf) goes where it would if it were not
+// intercepted, and the session asks the condition per call.
 func (r *router) route(path string) route {
-	if r.local[path] {
+	if r.local[path] && r.localIf[path] == nil {
 		return routeLocal
 	}
 	if service, _, ok := splitMethod(path); ok && r.services[service] {

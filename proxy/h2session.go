@@ -495,7 +495,10 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	if pi.refused != "" {
 		return s.refuse(id, path, end, pi.refused)
 	}
-	rt := pi.route
+	rt, observe := pi.route, pi.observe
+	if pi.localIf != nil && pi.localIf() {
+		rt, observe = routeLocal, nil // crishim's gRPC server counts it
+	}
 	up := s.upstream(rt)
 	if uint32(s.openOn(up)) >= up.c.peerMaxStreams || up.dialing && up.c.pendingFull() {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
@@ -507,7 +510,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	up.nextID += 2
 	st.toUp.init(st, c, up.c, id, st.uid)
 	st.toClient.init(st, up.c, c, st.uid, id)
-	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, pi.observe
+	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, observe
 	s.open(st)
 	c.grow = c.br.Size() < ioBufSize
 	if st.observe != nil {

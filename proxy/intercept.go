@@ -17,6 +17,18 @@ type Method struct {
 	handler    grpc.MethodHandler
 	rewrite    Rewrite
 	notFound   func(msg string) // NotFoundIsOK
+	when       func() bool      // When
+}
+
+// When intercepts m only while cond holds, asked per call: otherwise the h2
+// relay passes the call through untouched, as if m were not intercepted. It
+// suits a method intercepted for a setting that reloads (the audit of the
+// kubelet's exec probes), whose calls must not be decoded while it is off.
+// The grpc relay decodes every call of m and runs its handler whatever cond
+// says, so the handler must behave as a pass-through while cond is false.
+func (m Method) When(cond func() bool) Method {
+	m.when = cond
+	return m
 }
 
 // Rewrite amends one response message in wire form: it gets the protobuf

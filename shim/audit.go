@@ -64,17 +64,22 @@ func auditDebugStart(req *runtimeapi.CreateContainerRequest) audit.Event {
 	}
 }
 
-// execSyncMethods intercepts ExecSync only when it is audited
-// (--audit-exec-sync): the kubelet's exec probes call it every few seconds
-// per probe, and pass through untouched otherwise.
+// execSyncMethods intercepts ExecSync only while it is audited
+// (--audit-exec-sync, which reloads): the kubelet's exec probes call it every
+// few seconds per probe, and pass through untouched otherwise. With no audit
+// log there is nothing to reload into.
 func (s *Shim) execSyncMethods() []proxy.Method {
-	if !s.opts.Audit.ExecSync() {
+	if s.opts.Audit == nil {
 		return nil
 	}
-	return []proxy.Method{proxy.Unary(runtimeapi.RuntimeService_ExecSync_FullMethodName, s.execSync)}
+	return []proxy.Method{proxy.Unary(runtimeapi.RuntimeService_ExecSync_FullMethodName, s.execSync).When(s.opts.Audit.ExecSync)}
 }
 
 func (s *Shim) execSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if !s.opts.Audit.ExecSync() {
+		// Only the grpc relay brings a call here while it is not audited.
+		return s.runtimeClient().ExecSync(toRuntime(ctx), req)
+	}
 	ev := audit.Event{Kind: audit.KindExecSync, ContainerID: req.GetContainerId(), Argv: req.GetCmd()}
 	if st, err := s.runtimeClient().ContainerStatus(toRuntime(ctx), &runtimeapi.ContainerStatusRequest{ContainerId: req.GetContainerId()}); err == nil {
 		ev = auditWho(st.GetStatus())
