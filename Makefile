@@ -29,7 +29,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench conformance lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-node conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -111,6 +111,13 @@ runtime-bins:
 # BENCH_FLAGS='-o json' for machines.
 bench: build
 	$(GO) run ./test/bench --crishim bin/crishim $(BENCH_FLAGS)
+
+# What the kubelet feels: the test bed's node (root; RUNTIME picks the runtime) with its
+# kubelet pointed at crishim and straight at the runtime in turn, the same load of 110 pods
+# each time (start-up, churn, exec probes, steady state, kubectl cp). Ends with the line
+# `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--turns 3 --pods 50'...
+bench-node: build kube-bins runtime-bins
+	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
 # critest, cri-tools' CRI conformance suite (built from the Go module proxy and cached),
 # directly against a private runtime and then through crishim in front of it; fails when

@@ -108,3 +108,13 @@ func (n *Node) StartAPIServer(ctx context.Context) error {
 	}
 	return n.waitAPIServer(ctx, exited)
 }
+
+// CrishimPID is the process ID of the node's crishim, for benchmarks that read its CPU time
+// and memory.
+func (n *Node) CrishimPID() (int, error) {
+	pids := daemonsOf(n.l, "crishim")
+	if len(pids) != 1 {
+		return 0, fmt.Errorf("node %s runs %d crishim processes (%v), want 1", n.Name, len(pids), pids)
+	}
+	return pids[0], nil
+}
