@@ -13,12 +13,16 @@ import (
 // WriteDefault writes a file that sets only the version: every flag of fs
 // follows, commented out at its default, below its usage. Uncommenting a
 // line changes nothing until its value is edited; an upgrade that changes a
-// default takes effect in a file left as written.
+// default takes effect in a file left as written. Hidden flags (for tests)
+// are left out, as from --help; the file still accepts their keys.
 func WriteDefault(w io.Writer, header string, fs *pflag.FlagSet) error {
 	var b strings.Builder
 	comment(&b, header)
 	fmt.Fprintf(&b, "%s = %d\n", versionKey, Version)
 	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
 		b.WriteString("\n")
 		comment(&b, f.Usage)
 		fmt.Fprintf(&b, "# %s = %s\n", f.Name, quote(f, f.DefValue))

@@ -138,8 +138,8 @@ func TestConfigDefault(t *testing.T) {
 		}
 	}
 	base.fs.VisitAll(func(f *pflag.Flag) {
-		if !strings.Contains(uncommented, "\n"+f.Name+" = ") {
-			t.Errorf("the default file has no key %s", f.Name)
+		if has := strings.Contains(uncommented, "\n"+f.Name+" = "); has == f.Hidden {
+			t.Errorf("the default file has key %s: %v; want it for every flag not hidden (for tests)", f.Name, has)
 		}
 	})
 }

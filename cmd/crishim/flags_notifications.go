@@ -21,6 +21,8 @@ func (n *notificationsConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.nodeName, "node-name", "", "this node's name in Notification status entries [hostname]; must match the kubelet's")
 	fs.DurationVar(&n.gcAfter, "notification-gc-after", 0, "testing only: delete completed Notifications this long after creation instead of after spec.expirationSeconds (whose minimum is 600 s)")
 	checkValue(fs, "notification-gc-after", nonNegative)
+	// Tests only: out of --help and the default config file.
+	_ = fs.MarkHidden("notification-gc-after")
 }
 
 func (n *notificationsConfig) finish() error {
