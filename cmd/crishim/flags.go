@@ -71,8 +71,10 @@ func (c *config) flags() *pflag.FlagSet {
 	c.audit.register(fs)
 	c.record.register(fs)
 	c.tracing.register(fs)
-	for name := range reloadable {
-		fs.Lookup(name).Usage += " (reloadable)"
+	for _, rl := range reloads {
+		for _, name := range rl.keys {
+			fs.Lookup(name).Usage += " (reloadable)"
+		}
 	}
 	return fs
 }

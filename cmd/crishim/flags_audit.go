@@ -24,6 +24,13 @@ func (c *auditConfig) register(fs *pflag.FlagSet) {
 	}
 }
 
+// auditReload: the log reads these per event (rotation size, whether a
+// failed write refuses the session) or per call (ExecSync's interception).
+var auditReload = reload{
+	keys:  []string{"audit-exec-sync", "audit-required", "audit-log-maxsize"},
+	apply: func(r *reloader, cfg *config) { r.audit.Reconfigure(cfg.audit.Config) },
+}
+
 func (c *auditConfig) finish() error {
 	if c.Path == "" && (c.Required || c.ExecSync) {
 		return fmt.Errorf("--audit-required and --audit-exec-sync need --audit-log")

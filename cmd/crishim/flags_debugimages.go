@@ -22,6 +22,12 @@ func (c *debugImagesConfig) register(fs *pflag.FlagSet) {
 	})
 }
 
+// debugImagesReload: the policy is read per debug container.
+var debugImagesReload = reload{
+	keys:  []string{"debug-image-allowlist", "debug-image-allowlist-file"},
+	apply: func(r *reloader, cfg *config) { r.policy.Replace(cfg.debugImages.policy) },
+}
+
 // finish reads the patterns now: a bad pattern or an unreadable file is a
 // startup error, not a node that silently allows or refuses everything.
 func (c *debugImagesConfig) finish() (err error) {

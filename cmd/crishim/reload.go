@@ -15,16 +15,29 @@ import (
 	"github.com/crishim/crishim/metrics"
 )
 
-// reloadable are the settings a reload puts in force; a change of any other
-// is logged as needing a restart. They are those read per call or per
-// event, not those that built a listener, a connection or a goroutine.
-var reloadable = map[string]bool{
-	"log-level":                  true,
-	"debug-image-allowlist":      true,
-	"debug-image-allowlist-file": true,
-	"audit-exec-sync":            true,
-	"audit-required":             true,
-	"audit-log-maxsize":          true,
+// reloads is each feature's part of a reload: the keys it puts in force
+// and how. A change of any other key is logged as needing a restart. The
+// keys are those read per call or per event, not those that built a
+// listener, a connection or a goroutine. One list: it marks the flags
+// "(reloadable)" in --help and is what reload applies.
+var reloads = []reload{logLevelReload, debugImagesReload, auditReload}
+
+// reload is one feature's reloadable keys and what puts their new values
+// in force (all of the feature's at once, changed or not).
+type reload struct {
+	keys  []string
+	apply func(r *reloader, cfg *config)
+}
+
+// logLevelReload: the level is read per log line.
+var logLevelReload = reload{
+	keys:  []string{"log-level"},
+	apply: func(r *reloader, cfg *config) { r.level.Set(cfg.logLevel) },
+}
+
+// reloadable says whether a reload puts key in force.
+func reloadable(key string) bool {
+	return slices.ContainsFunc(reloads, func(rl reload) bool { return slices.Contains(rl.keys, key) })
 }
 
 // reloadPoll is how often the config file and the allowlist file are
@@ -126,7 +139,7 @@ func (r *reloader) reload(why string) {
 		if next[k] == r.running[k] {
 			continue
 		}
-		if reloadable[k] {
+		if reloadable(k) {
 			changed = append(changed, k)
 			r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
 			r.running[k] = next[k]
@@ -135,9 +148,9 @@ func (r *reloader) reload(why string) {
 		restart = append(restart, k)
 		r.log.Warn("setting changed; it needs a restart to take effect", "key", k, "running", r.running[k], "configured", next[k])
 	}
-	r.level.Set(ld.cfg.logLevel)
-	r.policy.Replace(ld.cfg.debugImages.policy)
-	r.audit.Reconfigure(ld.cfg.audit.Config)
+	for _, rl := range reloads {
+		rl.apply(r, ld.cfg)
+	}
 	r.metrics.Reload(true)
 	r.log.Info("configuration reloaded", "trigger", why, "file", r.src.file, "changed", changed, "needs_restart", restart)
 	r.logAllowlist()
