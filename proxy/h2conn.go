@@ -80,11 +80,9 @@ type h2conn struct {
 	peerMaxStreams uint32
 	blocked        []*flow // flows waiting for this connection's window
 
-	// Under wmu: the encoder and its memo, whose entries a lookup reads in
-	// turn.
-	enc     *hpack.Encoder
-	encMemo encodeMemo
-	hbuf    bytes.Buffer
+	// Under wmu: the encoder.
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
 	// pending holds what is written to an upstream connection while it
 	// is being dialed (w is then pending itself); attach sends it.
 	pending *bytes.Buffer
@@ -351,23 +349,14 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 	maxFrame := c.peerMaxFrame
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	block := c.encMemo.lookup(fields)
-	if block == nil {
-		c.hbuf.Reset()
-		indexed := true
-		for _, f := range fields {
-			at := c.hbuf.Len()
-			if err := c.enc.WriteField(f); err != nil {
-				c.failLocked(fmt.Errorf("hpack: %w", err))
-				return
-			}
-			// An indexed field's first byte has the high bit set; a
-			// literal or a table size update does not (RFC 7541 §6).
-			indexed = indexed && c.hbuf.Bytes()[at]&0x80 != 0
+	c.hbuf.Reset()
+	for _, f := range fields {
+		if err := c.enc.WriteField(f); err != nil {
+			c.failLocked(fmt.Errorf("hpack: %w", err))
+			return
 		}
-		block = c.hbuf.Bytes()
-		c.encMemo.encoded(fields, block, indexed)
 	}
+	block := c.hbuf.Bytes()
 	flags := http2.Flags(0)
 	if endStream {
 		flags |= http2.FlagHeadersEndStream
@@ -387,7 +376,7 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 		typ, flags = http2.FrameContinuation, 0
 	}
 	if c.hbuf.Cap() > maxKeptHeaderBuf {
-		// The memo holds a copy, the write buffer has the bytes.
+		// The write buffer has the bytes.
 		c.hbuf = bytes.Buffer{}
 	}
 }
@@ -545,7 +534,6 @@ func (c *h2conn) applySettings(f *http2.SettingsFrame) (winDelta int64, err erro
 		case http2.SettingHeaderTableSize:
 			c.wmu.Lock()
 			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
-			c.encMemo.tableChanged()
 			c.wmu.Unlock()
 		}
 		return nil

@@ -37,9 +37,7 @@ type headerReader struct {
 	mh   http2.MetaHeadersFrame
 	hf   http2.HeadersFrame // the frame of a block read without the framer
 	emit func(hpack.HeaderField)
-	memo decodeMemo
-	// fields holds what a block decodes to, reused from block to block;
-	// a block the memo knows is answered with the memo's fields instead.
+	// fields holds what a block decodes to, reused from block to block.
 	fields []hpack.HeaderField
 	// deadline puts blockTimeout on the reads of a block's CONTINUATIONs
 	// (true) or lifts it (false).
@@ -99,16 +97,7 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 	h.sawRegular, h.invalid = false, nil
 	h.dec.SetEmitEnabled(true)
 	ended := hf.HeadersEnded()
-	if ended {
-		if fields := h.memo.lookup(frag); fields != nil {
-			// The memo's own fields, not a copy: no one writes into a
-			// frame's fields, and the three-index slice keeps an append
-			// from doing so.
-			mh.Fields = fields[:len(fields):len(fields)]
-			return mh, nil
-		}
-	}
-	first, whole := frag, ended
+	whole := ended
 	if !whole {
 		// RFC 9113 §6.10: no other frame may come until the block ends,
 		// so a peer that never ends it would hold the connection: the
@@ -141,11 +130,6 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 	}
 	if h.invalid == nil {
 		h.invalid = checkPseudos(mh.PseudoFields())
-	}
-	if whole {
-		h.memo.decoded(first, mh.Fields, h.invalid == nil && !mh.Truncated)
-	} else {
-		h.memo.gen++ // CONTINUATIONs: not looked at, so the table may have changed
 	}
 	if h.invalid != nil {
 		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: h.invalid}

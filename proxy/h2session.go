@@ -39,9 +39,10 @@ type session struct {
 	// to reuse (see newStream).
 	spare *stream
 	// lastPath and lastInfo are the previous call's :path and what it
-	// resolved to. A client calls a few methods over and over, and the
-	// decode memo hands back the very same string, so that comparing
-	// them is one pointer check (the path table's map hashes the path).
+	// resolved to. A client calls a few methods over and over, and a
+	// :path the HPACK table holds decodes to the table's own string, so
+	// that comparing them is mostly one pointer check (the path table's
+	// map hashes the path). Only a comparison: nothing relies on it.
 	lastPath string
 	lastInfo *pathInfo
 	// started and ended are calls still to be counted (as in flight) and
