@@ -40,39 +40,49 @@ const (
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
-// Its reader goroutine owns br and fr; writes go through bw under wmu, and
-// the HPACK encoder lives under the same lock because its table must follow
-// the order in which header blocks reach the wire.
-//
-// The fields a small call touches come first, by who touches them: the
-// reader's, the writer's, then the flow-control state. Each call finds
-// them cold (other processes ran in between), so every cache line they
-// spread over is a miss on the call's path (TestHotFieldsShareLines).
+// Its fields are grouped by owner: its reader goroutine's, those under wmu
+// (every writer: the HPACK encoder lives there because its table must
+// follow the order in which header blocks reach the wire), and those under
+// the session's mu.
 type h2conn struct {
-	// The reader's.
+	// The reader goroutine's.
 	br  *bufio.Reader
+	r   io.Reader // the socket, under br
+	fr  *http2.Framer
 	tap *continuationTap // polices a client's header blocks (nil upstream)
 	hr  *headerReader
 	// The DATA frame readFast read last.
 	fastData dataFrame
+	// The reader's, for the frames of a call's end and the rest.
+	fastWindow http2.WindowUpdateFrame
+	fastPing   http2.PingFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
 
-	// The writer's, under wmu.
+	// Under wmu.
 	wmu  sync.Mutex
 	werr error
 	bw   *bufio.Writer
+	w    io.Writer // the socket, under bw
 	// hdr is the frame header being written: a local array would escape
 	// to the heap through bufio's Write, one allocation per frame.
 	hdr [9]byte
+	// pingAck is the payload of a PING ack being written, for the same
+	// reason: the peer's PINGs come every few calls.
+	pingAck [8]byte
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
 	// answered: HEADERS or DATA went out since the peer's last PING.
 	answered bool
+	enc      *hpack.Encoder
+	hbuf     bytes.Buffer
+	// pending holds what is written to an upstream connection while it
+	// is being dialed (w is then pending itself); attach sends it.
+	pending *bytes.Buffer
 
-	// Guarded by the session's mu.
+	// Under the session's mu.
 	send           outWindow // the peer's connection window for our DATA
 	recv           inWindow  // the connection window we gave the peer
 	peerInitWin    int64
@@ -80,20 +90,9 @@ type h2conn struct {
 	peerMaxStreams uint32
 	blocked        []*flow // flows waiting for this connection's window
 
-	// Under wmu: the encoder.
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer
-	// pending holds what is written to an upstream connection while it
-	// is being dialed (w is then pending itself); attach sends it.
-	pending *bytes.Buffer
-
-	// The reader's, for the frames of a call's end and the rest.
-	fastWindow http2.WindowUpdateFrame
-	fastPing   http2.PingFrame
-	fr         *http2.Framer
-	nc         net.Conn
-	r          io.Reader // the socket, under br
-	w          io.Writer // the socket, under bw
+	// Set once (by the dial for an upstream connection, under wmu and the
+	// session's connMu); close, from any goroutine, only closes it.
+	nc net.Conn
 }
 
 // newH2conn wraps nc; bufSize is its buffers' size each way to begin
@@ -477,7 +476,8 @@ func (c *h2conn) ackPing(data [8]byte) (answered bool) {
 	if data == grpcBDPPing {
 		c.probeAck = true
 	} else {
-		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, data[:])
+		c.pingAck = data
+		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, c.pingAck[:])
 	}
 	c.wmu.Unlock()
 	return answered

@@ -24,10 +24,12 @@ import (
 // then a client that stops reading holds back only its own calls, and
 // connection-level flow control maps one to one.
 type session struct {
-	// What a call touches comes first, as in h2conn: each call finds it
-	// cold.
+	// Set at creation, read by every goroutine of the session.
+	r      *relay
+	client *h2conn
+
+	// Under mu, which every reader takes to handle a frame.
 	mu      sync.Mutex
-	client  *h2conn
 	lastCID uint32
 	goAway2 bool               // sent GOAWAY(lastCID): refuse newer streams
 	streams map[uint32]*stream // by client stream ID
@@ -50,7 +52,6 @@ type session struct {
 	// started or ended them has written what it relayed (flushAll), as it
 	// is no part of the call's path.
 	started  []MethodObserver
-	r        *relay
 	ended    []endedCall
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	guard    floodGuard
@@ -96,23 +97,23 @@ type upstream struct {
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
-//
-// One is allocated per call, on its path: the small fields sit together so
-// that it stays within 512 bytes, the largest size the Go allocator serves
-// without a header of its own (TestStreamFitsTheAllocatorsSmallClass).
+// All of it is under the session's mu.
 type stream struct {
-	cid, uid       uint32
-	code           codes.Code
-	route          route
+	// Set when the call opens.
+	cid, uid   uint32
+	up         *upstream
+	route      route
+	method     string
+	start      time.Time
+	observe    MethodObserver
+	notFoundOK func(string) // NotFoundIsOK
+
+	// The call's state.
+	toUp, toClient flow
 	headersSent    bool // response headers went to the client
 	over           bool
-	up             *upstream
-	method         string
-	toUp, toClient flow
-	start          time.Time
-	observe        MethodObserver
-	notFoundOK     func(string) // NotFoundIsOK
-	msg            string       // grpc-message as on the wire
+	code           codes.Code
+	msg            string // grpc-message as on the wire
 }
 
 // shutdownPing tells the PING ack that ends the first phase of a graceful

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -18,15 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
-
-// A call allocates one stream on its path; past 512 bytes the allocator
-// adds a header to the object and serves it from a larger class, a cost
-// on every call's path (see the comment on stream).
-func TestStreamFitsTheAllocatorsSmallClass(t *testing.T) {
-	if size := unsafe.Sizeof(stream{}); size > 512 {
-		t.Fatalf("stream is %d bytes, more than 512: keep its small fields together or move one out", size)
-	}
-}
 
 // TestFramesForAnEndedCallAreIgnored: the stream of a call that ended is
 // kept for the next call (newStream) and remembered as the newest
@@ -298,24 +288,6 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 	}
 	if n := obs.n.Load(); n != 0 {
 		t.Fatalf("%d calls still in flight after all ended", n)
-	}
-}
-
-// TestHotFieldsShareLines: the fields of a connection and of a session that
-// every call touches come first and fill three cache lines each; a call
-// finds them cold, and each further line is one more miss on its path
-// (docs/performance.md, fourth pass: putting them together took 0.8 µs
-// off the request's path).
-func TestHotFieldsShareLines(t *testing.T) {
-	const lines = 3 * 64
-	var c h2conn
-	if end := unsafe.Offsetof(c.blocked) + unsafe.Sizeof(c.blocked); end > lines {
-		t.Errorf("h2conn's per-call fields end at byte %d, past three cache lines (%d)", end, lines)
-	}
-	var s session
-	// The guard's first field, which every call's end counts down.
-	if end := unsafe.Offsetof(s.guard) + unsafe.Sizeof(s.guard.idle); end > lines {
-		t.Errorf("session's per-call fields end at byte %d, past three cache lines (%d)", end, lines)
 	}
 }
 
