@@ -72,19 +72,24 @@ func startBytePipe(b *testing.B, backend string) string {
 }
 
 // maxRelayAllocs bounds the h2 relay's own allocations per relayed unary
-// call. It allocated 0.004 a call on a warm connection when this was set
-// (a grown buffer, a window update now and then); the ack of a peer's
-// PING, every few calls, allocated until this test found it. The bound
-// guards against a change that allocates on every call's path (one more
-// per call fails it: tried), in place of tests of struct layout, which
-// said nothing about it.
+// call, the frames x/net's framer allocates aside. It was 0.004 a call on
+// a warm connection when this was set (a grown buffer, a window update
+// now and then); the ack of a peer's PING, every few calls, allocated
+// until this test found it. The bound guards against a change that
+// allocates on every call's path (one more per call fails it: tried), in
+// place of tests of struct layout, which said nothing about it.
+//
+// The framer allocates each frame it reads but DATA (its HEADERS,
+// WINDOW_UPDATE, PING): about 5 a call, 3 of them the call's header
+// blocks and the rest as many as the peers' bandwidth probes, which come
+// by timing. They are logged, not bounded.
 const maxRelayAllocs = 0.1
 
 // TestRelayedUnaryCallAllocations: a Version call through the h2 relay
-// allocates at most maxRelayAllocs in the relay's own goroutines. The
-// client's and the fake runtime's allocations (about 170 a call, moving
-// with grpc-go's pools and with how the relay batches frames) are left
-// out: every allocation is sampled (MemProfileRate 1) and only those made
+// allocates at most maxRelayAllocs in the relay's own code. The client's
+// and the fake runtime's allocations (about 170 a call, moving with
+// grpc-go's pools and with how the relay batches frames) are left out:
+// every allocation is sampled (MemProfileRate 1) and only those made
 // under a session's goroutines (session.run, session.readUpstream) count.
 func TestRelayedUnaryCallAllocations(t *testing.T) {
 	if testing.Short() {
@@ -111,21 +116,23 @@ func TestRelayedUnaryCallAllocations(t *testing.T) {
 		call()
 	}
 	const calls = 2000
-	before := relayAllocs()
+	own0, framer0 := relayAllocs()
 	for range calls {
 		call()
 	}
-	perCall := float64(relayAllocs()-before) / calls
-	t.Logf("the relay allocated %.3f times per Version call", perCall)
-	if perCall > maxRelayAllocs {
-		t.Errorf("the h2 relay allocates %.3f times per relayed call, want at most %v", perCall, maxRelayAllocs)
+	own1, framer1 := relayAllocs()
+	own, framer := float64(own1-own0)/calls, float64(framer1-framer0)/calls
+	t.Logf("per Version call, the relay allocated %.3f times, its framer %.3f", own, framer)
+	if own > maxRelayAllocs {
+		t.Errorf("the h2 relay allocates %.3f times per relayed call, want at most %v", own, maxRelayAllocs)
 	}
 }
 
 // relayAllocs counts the allocations made so far under a session's
-// goroutines, as of a garbage collection it runs (the profile is
-// published at the end of a cycle).
-func relayAllocs() int64 {
+// goroutines, apart (framer) and without (own) those of the framer's
+// ReadFrame, as of a garbage collection it runs (the profile is published
+// at the end of a cycle).
+func relayAllocs() (own, framer int64) {
 	runtime.GC()
 	runtime.GC()
 	var records []runtime.MemProfileRecord
@@ -137,20 +144,27 @@ func relayAllocs() int64 {
 		}
 		records = make([]runtime.MemProfileRecord, n+64)
 	}
-	var total int64
 	for _, r := range records {
+		inFramer := false
 		frames := runtime.CallersFrames(r.Stack())
 		for {
 			f, more := frames.Next()
-			if f.Function == "github.com/crishim/crishim/proxy.(*session).run" ||
-				f.Function == "github.com/crishim/crishim/proxy.(*session).readUpstream" {
-				total += r.AllocObjects
-				break
+			switch f.Function {
+			case "golang.org/x/net/http2.(*Framer).ReadFrame":
+				inFramer = true
+			case "github.com/crishim/crishim/proxy.(*session).run",
+				"github.com/crishim/crishim/proxy.(*session).readUpstream":
+				if inFramer {
+					framer += r.AllocObjects
+				} else {
+					own += r.AllocObjects
+				}
+				more = false
 			}
 			if !more {
 				break
 			}
 		}
 	}
-	return total
+	return own, framer
 }

@@ -51,11 +51,6 @@ type h2conn struct {
 	fr  *http2.Framer
 	tap *continuationTap // polices a client's header blocks (nil upstream)
 	hr  *headerReader
-	// The DATA frame readFast read last.
-	fastData dataFrame
-	// The reader's, for the frames of a call's end and the rest.
-	fastWindow http2.WindowUpdateFrame
-	fastPing   http2.PingFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
@@ -234,16 +229,6 @@ func (c *h2conn) growBuffers() {
 // with its CONTINUATIONs; the frame is valid until the next read.
 func (c *h2conn) readFrame() (http2.Frame, error) {
 	c.hr.trim()
-	if c.br.Buffered() < 9 {
-		// Wait here rather than in the framer, so that the first frame
-		// of a read can take the fast path too.
-		if _, err := c.br.Peek(9); err != nil && c.br.Buffered() == 0 {
-			return nil, err
-		}
-	}
-	if f, ok, err := c.readFast(); ok {
-		return f, err
-	}
 	return c.hr.readFrame(c.fr)
 }
 

@@ -35,7 +35,6 @@ import (
 type headerReader struct {
 	dec  *hpack.Decoder
 	mh   http2.MetaHeadersFrame
-	hf   http2.HeadersFrame // the frame of a block read without the framer
 	emit func(hpack.HeaderField)
 	// fields holds what a block decodes to, reused from block to block.
 	fields []hpack.HeaderField
@@ -75,13 +74,6 @@ func (h *headerReader) readFrame(fr *http2.Framer) (http2.Frame, error) {
 		return f, nil
 	}
 	return h.read(fr, hf, hf.HeaderBlockFragment())
-}
-
-// readWhole decodes a HEADERS frame that is a whole block (END_HEADERS,
-// no padding, no priority), read without the framer.
-func (h *headerReader) readWhole(fh http2.FrameHeader, block []byte) (http2.Frame, error) {
-	h.hf = http2.HeadersFrame{FrameHeader: fh}
-	return h.read(nil, &h.hf, block)
 }
 
 // errPseudoAfterRegular and the rest say what was wrong with a header

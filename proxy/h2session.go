@@ -387,11 +387,8 @@ func (s *session) lastGoAway() {
 func (s *session) onClientFrame(f http2.Frame) error {
 	c := s.client
 	switch f := f.(type) {
-	case *dataFrame:
-		return s.onClientData(f)
 	case *http2.DataFrame:
-		d := dataOf(f)
-		return s.onClientData(&d)
+		return s.onClientData(f)
 	case *http2.MetaHeadersFrame:
 		return s.onClientHeaders(f)
 	case *http2.WindowUpdateFrame:
@@ -528,7 +525,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	return nil
 }
 
-func (s *session) onClientData(f *dataFrame) error {
+func (s *session) onClientData(f *http2.DataFrame) error {
 	c := s.client
 	n := int64(f.Length)
 	if !c.recv.take(n) {
