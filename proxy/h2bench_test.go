@@ -72,9 +72,9 @@ func startBytePipe(b *testing.B, backend string) string {
 }
 
 // maxRelayAllocs bounds the h2 relay's own allocations per relayed unary
-// call, the frames x/net's framer allocates aside. It was 0.004 a call on
-// a warm connection when this was set (a grown buffer, a window update
-// now and then); the ack of a peer's PING, every few calls, allocated
+// call, the frames x/net's framer allocates aside. It was 1.00 a call on
+// a warm connection when this was set (the call's stream; a grown buffer
+// or a window update now and then); the ack of a peer's PING, every few calls, allocated
 // until this test found it. The bound guards against a change that
 // allocates on every call's path (one more per call fails it: tried), in
 // place of tests of struct layout, which said nothing about it.
@@ -83,7 +83,7 @@ func startBytePipe(b *testing.B, backend string) string {
 // WINDOW_UPDATE, PING): about 5 a call, 3 of them the call's header
 // blocks and the rest as many as the peers' bandwidth probes, which come
 // by timing. They are logged, not bounded.
-const maxRelayAllocs = 0.1
+const maxRelayAllocs = 1.1
 
 // TestRelayedUnaryCallAllocations: a Version call through the h2 relay
 // allocates at most maxRelayAllocs in the relay's own code. The client's

@@ -34,12 +34,6 @@ type session struct {
 	goAway2 bool               // sent GOAWAY(lastCID): refuse newer streams
 	streams map[uint32]*stream // by client stream ID
 	ups     [numRoutes]*upstream
-	// newest is the open stream the client opened last, or nil; it is in
-	// no map (see h2streams.go).
-	newest *stream
-	// spare is the stream of the last call that ended, for the next call
-	// to reuse (see newStream).
-	spare *stream
 	// lastPath and lastInfo are the previous call's :path and what it
 	// resolved to. A client calls a few methods over and over, and a
 	// :path the HPACK table holds decodes to the table's own string, so
@@ -87,13 +81,10 @@ type endedCall struct {
 type upstream struct {
 	c        *h2conn
 	route    route
-	streams  map[uint32]*stream // by upstream stream ID, but the session's newest
+	streams  map[uint32]*stream // by upstream stream ID
 	nextID   uint32
 	draining bool
 	dialing  bool // writes wait in memory (see session.upstream)
-	// newest is the stream opened last on this connection: the answer's
-	// frames are for it (see upstream.stream, and h2streams.go).
-	newest *stream
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
@@ -500,8 +491,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	st := s.newStream()
-	*st = stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
+	st := &stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
 		code: codes.Unknown, msg: "crishim: the call ended without a grpc-status"}
 	up.nextID += 2
 	st.toUp.init(st, c, up.c, id, st.uid)
@@ -702,7 +692,6 @@ func (s *session) finish(st *stream) {
 	if s.goAway2 && s.openCount() == 0 {
 		s.client.flushAndClose()
 	}
-	s.spare = st
 }
 
 // retire stops new calls from using up; it closes when its calls are done.
