@@ -292,6 +292,7 @@ func (c *h2conn) writeFrame(typ http2.FrameType, flags http2.Flags, id uint32, p
 }
 
 func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uint32, payload ...[]byte) {
+	mustHold(&c.wmu, "h2conn.wmu")
 	if c.werr != nil {
 		return
 	}

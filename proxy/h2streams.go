@@ -8,12 +8,14 @@ import "iter"
 
 // open keeps st, a call just begun.
 func (s *session) open(st *stream) {
+	mustHold(&s.mu, "session.mu")
 	s.streams[st.cid] = st
 	st.up.streams[st.uid] = st
 }
 
 // forget drops st, a call that ended.
 func (s *session) forget(st *stream) {
+	mustHold(&s.mu, "session.mu")
 	delete(s.streams, st.cid)
 	delete(st.up.streams, st.uid)
 }
