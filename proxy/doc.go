@@ -9,3 +9,39 @@
 // in-memory connection to the gRPC server; the grpc relay (forward.go) is the
 // gRPC server's raw unknown-service handler, kept as the fallback.
 package proxy
+
+// # The h2 relay's goroutines, and who owns what
+//
+// As x/net's http2/server.go states its rules, so here (h2relay.go,
+// h2session.go, h2conn.go, h2upstream.go, h2dial.go):
+//
+//   - relay.serve runs one accept loop per listener; it starts one
+//     goroutine per accepted connection, which runs session.run and ends
+//     with the session (relay.sessWG). relay.shutdown waits for them, then
+//     kills what is left.
+//   - session.run is the client connection's reader: it alone reads
+//     session.client (br, fr, hr, tap, grow). For each upstream connection
+//     one goroutine dials it and then reads it (session.dial,
+//     session.readUpstream), owning that connection's reader fields; the
+//     session's teardown waits for them (session.wg) after closing every
+//     connection.
+//   - A reader handles each frame under session.mu, which guards the
+//     session's state (its calls, their flows, the upstream connections,
+//     the flood guard) and each connection's flow-control fields (send,
+//     recv, peer settings, blocked). A reader writes straight into the
+//     destination connection's buffer, under that connection's wmu, which
+//     guards the writer, the HPACK encoder and werr.
+//   - session.connMu guards the list of the session's sockets for kill,
+//     which must never wait for session.mu (a reader holding it may be
+//     stuck writing to a peer that does not read): closing the sockets is
+//     what unsticks it. h2conn.close takes no lock for the same reason.
+//
+// Lock order: relay.mu → session.mu → h2conn.wmu, and relay.mu →
+// session.connMu → h2conn.wmu. session.mu and session.connMu are never
+// held together, and today relay.mu is not held with session.mu either
+// (shutdown lets it go before it asks the sessions to go away); nothing
+// takes a lock to the left of one it holds. No lock is held across a
+// blocking read; wmu is held across a write to the socket, which is why
+// only close unsticks a writer. Where a function needs a lock its caller
+// holds, its comment says so and, in tests, mustHold checks it
+// (lockcheck.go).

@@ -80,29 +80,14 @@ func (g *floodGuard) ping(answered bool) error {
 	return nil
 }
 
-// continuationTap watches the frame headers read from a client, by its
-// framer or by the fast path (h2fastframe.go), which feeds it too. The
-// framer takes a whole header block, CONTINUATIONs and all, within one
+// continuationTap watches the frame headers read from a client's
+// connection, under its framer (connReader feeds it). The framer takes a whole header block, CONTINUATIONs and all, within one
 // ReadFrame, so that is the only place to count them. Only the client's
 // reader touches it.
 type continuationTap struct {
 	frames records
 	small  int // CONTINUATIONs of the current block that are not full
 	err    error
-}
-
-// sawWhole takes in one whole frame the fast path read. At a frame
-// boundary, where the fast path reads, that changes nothing but the count,
-// which a HEADERS restarts (the fast path takes no CONTINUATION); saw would
-// walk the frame only to come to the same state.
-func (t *continuationTap) sawWhole(typ http2.FrameType, frame []byte) {
-	if t.frames.left != 0 || t.frames.nhdr != 0 {
-		t.saw(frame)
-		return
-	}
-	if typ == http2.FrameHeaders {
-		t.small = 0
-	}
 }
 
 // saw takes in bytes read from the client, in order.

@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -124,4 +127,49 @@ func TestLegitimateGRPCClientIsNeverCutOff(t *testing.T) {
 
 func hpackField(name, value string) hpack.HeaderField {
 	return hpack.HeaderField{Name: name, Value: value}
+}
+
+// TestContinuationFloodCaughtAfterWholeFrames: the client's CONTINUATION
+// tap follows the frames the framer reads, whole blocks and DATA first,
+// and catches a block padded out with small CONTINUATIONs.
+func TestContinuationFloodCaughtAfterWholeFrames(t *testing.T) {
+	var out bytes.Buffer
+	fr := http2.NewFramer(&out, nil)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	_ = enc.WriteField(hpack.HeaderField{Name: ":path", Value: "/runtime.v1.RuntimeService/Version"})
+	for id := uint32(1); id < 8; id += 2 {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(id, true, []byte("hello"))
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 9, BlockFragment: block.Bytes()[:1]})
+	for range maxSmallContinuations + 2 {
+		_ = fr.WriteContinuation(9, false, nil)
+	}
+	got := readAll(out.Bytes())
+	want := "error " + calm("too_many_continuations").Error()
+	if last := got[len(got)-1]; last != want {
+		t.Fatalf("frames read: %v\nlast %q, want %q", got, last, want)
+	}
+}
+
+// readAll reads frames as a client's connection does until the first
+// error, described.
+func readAll(stream []byte) []string {
+	a, b := net.Pipe()
+	go func() {
+		_, _ = a.Write(stream)
+		_ = a.Close()
+	}()
+	defer b.Close()
+	c := newH2conn(b, ioBufSize)
+	c.tap = &continuationTap{}
+	var out []string
+	for {
+		f, err := c.readFrame()
+		if err != nil {
+			return append(out, fmt.Sprintf("error %v", err))
+		}
+		out = append(out, fmt.Sprintf("%T %+v", f, f.Header()))
+	}
 }

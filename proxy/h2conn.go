@@ -40,39 +40,44 @@ const (
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
-// Its reader goroutine owns br and fr; writes go through bw under wmu, and
-// the HPACK encoder lives under the same lock because its table must follow
-// the order in which header blocks reach the wire.
-//
-// The fields a small call touches come first, by who touches them: the
-// reader's, the writer's, then the flow-control state. Each call finds
-// them cold (other processes ran in between), so every cache line they
-// spread over is a miss on the call's path (TestHotFieldsShareLines).
+// Its fields are grouped by owner: its reader goroutine's, those under wmu
+// (every writer: the HPACK encoder lives there because its table must
+// follow the order in which header blocks reach the wire), and those under
+// the session's mu.
 type h2conn struct {
-	// The reader's.
+	// The reader goroutine's.
 	br  *bufio.Reader
+	r   io.Reader // the socket, under br
+	fr  *http2.Framer
 	tap *continuationTap // polices a client's header blocks (nil upstream)
 	hr  *headerReader
-	// The DATA frame readFast read last.
-	fastData dataFrame
 	// grow: the connection made a call; its buffers become ioBufSize at
 	// the next moment they hold nothing (see growBuffers).
 	grow bool
 
-	// The writer's, under wmu.
+	// Under wmu.
 	wmu  sync.Mutex
 	werr error
 	bw   *bufio.Writer
+	w    io.Writer // the socket, under bw
 	// hdr is the frame header being written: a local array would escape
 	// to the heap through bufio's Write, one allocation per frame.
 	hdr [9]byte
+	// pingAck is the payload of a PING ack being written, for the same
+	// reason: the peer's PINGs come every few calls.
+	pingAck [8]byte
 	// probeAck: a PING of grpc-go's bandwidth estimator awaits its ack,
 	// which goes out behind the next frames written anyway (see ackPing).
 	probeAck bool
 	// answered: HEADERS or DATA went out since the peer's last PING.
 	answered bool
+	enc      *hpack.Encoder
+	hbuf     bytes.Buffer
+	// pending holds what is written to an upstream connection while it
+	// is being dialed (w is then pending itself); attach sends it.
+	pending *bytes.Buffer
 
-	// Guarded by the session's mu.
+	// Under the session's mu.
 	send           outWindow // the peer's connection window for our DATA
 	recv           inWindow  // the connection window we gave the peer
 	peerInitWin    int64
@@ -80,22 +85,9 @@ type h2conn struct {
 	peerMaxStreams uint32
 	blocked        []*flow // flows waiting for this connection's window
 
-	// Under wmu: the encoder and its memo, whose entries a lookup reads in
-	// turn.
-	enc     *hpack.Encoder
-	encMemo encodeMemo
-	hbuf    bytes.Buffer
-	// pending holds what is written to an upstream connection while it
-	// is being dialed (w is then pending itself); attach sends it.
-	pending *bytes.Buffer
-
-	// The reader's, for the frames of a call's end and the rest.
-	fastWindow http2.WindowUpdateFrame
-	fastPing   http2.PingFrame
-	fr         *http2.Framer
-	nc         net.Conn
-	r          io.Reader // the socket, under br
-	w          io.Writer // the socket, under bw
+	// Set once (by the dial for an upstream connection, under wmu and the
+	// session's connMu); close, from any goroutine, only closes it.
+	nc net.Conn
 }
 
 // newH2conn wraps nc; bufSize is its buffers' size each way to begin
@@ -237,16 +229,6 @@ func (c *h2conn) growBuffers() {
 // with its CONTINUATIONs; the frame is valid until the next read.
 func (c *h2conn) readFrame() (http2.Frame, error) {
 	c.hr.trim()
-	if c.br.Buffered() < 9 {
-		// Wait here rather than in the framer, so that the first frame
-		// of a read can take the fast path too.
-		if _, err := c.br.Peek(9); err != nil && c.br.Buffered() == 0 {
-			return nil, err
-		}
-	}
-	if f, ok, err := c.readFast(); ok {
-		return f, err
-	}
 	return c.hr.readFrame(c.fr)
 }
 
@@ -310,6 +292,7 @@ func (c *h2conn) writeFrame(typ http2.FrameType, flags http2.Flags, id uint32, p
 }
 
 func (c *h2conn) writeFrameLocked(typ http2.FrameType, flags http2.Flags, id uint32, payload ...[]byte) {
+	mustHold(&c.wmu, "h2conn.wmu")
 	if c.werr != nil {
 		return
 	}
@@ -351,23 +334,14 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 	maxFrame := c.peerMaxFrame
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	block := c.encMemo.lookup(fields)
-	if block == nil {
-		c.hbuf.Reset()
-		indexed := true
-		for _, f := range fields {
-			at := c.hbuf.Len()
-			if err := c.enc.WriteField(f); err != nil {
-				c.failLocked(fmt.Errorf("hpack: %w", err))
-				return
-			}
-			// An indexed field's first byte has the high bit set; a
-			// literal or a table size update does not (RFC 7541 §6).
-			indexed = indexed && c.hbuf.Bytes()[at]&0x80 != 0
+	c.hbuf.Reset()
+	for _, f := range fields {
+		if err := c.enc.WriteField(f); err != nil {
+			c.failLocked(fmt.Errorf("hpack: %w", err))
+			return
 		}
-		block = c.hbuf.Bytes()
-		c.encMemo.encoded(fields, block, indexed)
 	}
+	block := c.hbuf.Bytes()
 	flags := http2.Flags(0)
 	if endStream {
 		flags |= http2.FlagHeadersEndStream
@@ -387,7 +361,7 @@ func (c *h2conn) writeHeaders(id uint32, fields []hpack.HeaderField, endStream b
 		typ, flags = http2.FrameContinuation, 0
 	}
 	if c.hbuf.Cap() > maxKeptHeaderBuf {
-		// The memo holds a copy, the write buffer has the bytes.
+		// The write buffer has the bytes.
 		c.hbuf = bytes.Buffer{}
 	}
 }
@@ -488,7 +462,8 @@ func (c *h2conn) ackPing(data [8]byte) (answered bool) {
 	if data == grpcBDPPing {
 		c.probeAck = true
 	} else {
-		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, data[:])
+		c.pingAck = data
+		c.writeFrameLocked(http2.FramePing, http2.FlagPingAck, 0, c.pingAck[:])
 	}
 	c.wmu.Unlock()
 	return answered
@@ -545,7 +520,6 @@ func (c *h2conn) applySettings(f *http2.SettingsFrame) (winDelta int64, err erro
 		case http2.SettingHeaderTableSize:
 			c.wmu.Lock()
 			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
-			c.encMemo.tableChanged()
 			c.wmu.Unlock()
 		}
 		return nil

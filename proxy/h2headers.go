@@ -35,11 +35,8 @@ import (
 type headerReader struct {
 	dec  *hpack.Decoder
 	mh   http2.MetaHeadersFrame
-	hf   http2.HeadersFrame // the frame of a block read without the framer
 	emit func(hpack.HeaderField)
-	memo decodeMemo
-	// fields holds what a block decodes to, reused from block to block;
-	// a block the memo knows is answered with the memo's fields instead.
+	// fields holds what a block decodes to, reused from block to block.
 	fields []hpack.HeaderField
 	// deadline puts blockTimeout on the reads of a block's CONTINUATIONs
 	// (true) or lifts it (false).
@@ -79,13 +76,6 @@ func (h *headerReader) readFrame(fr *http2.Framer) (http2.Frame, error) {
 	return h.read(fr, hf, hf.HeaderBlockFragment())
 }
 
-// readWhole decodes a HEADERS frame that is a whole block (END_HEADERS,
-// no padding, no priority), read without the framer.
-func (h *headerReader) readWhole(fh http2.FrameHeader, block []byte) (http2.Frame, error) {
-	h.hf = http2.HeadersFrame{FrameHeader: fh}
-	return h.read(nil, &h.hf, block)
-}
-
 // errPseudoAfterRegular and the rest say what was wrong with a header
 // block, in the framer's words.
 var errPseudoAfterRegular = errors.New("pseudo header field after regular")
@@ -99,16 +89,7 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 	h.sawRegular, h.invalid = false, nil
 	h.dec.SetEmitEnabled(true)
 	ended := hf.HeadersEnded()
-	if ended {
-		if fields := h.memo.lookup(frag); fields != nil {
-			// The memo's own fields, not a copy: no one writes into a
-			// frame's fields, and the three-index slice keeps an append
-			// from doing so.
-			mh.Fields = fields[:len(fields):len(fields)]
-			return mh, nil
-		}
-	}
-	first, whole := frag, ended
+	whole := ended
 	if !whole {
 		// RFC 9113 §6.10: no other frame may come until the block ends,
 		// so a peer that never ends it would hold the connection: the
@@ -141,11 +122,6 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame, frag []byt
 	}
 	if h.invalid == nil {
 		h.invalid = checkPseudos(mh.PseudoFields())
-	}
-	if whole {
-		h.memo.decoded(first, mh.Fields, h.invalid == nil && !mh.Truncated)
-	} else {
-		h.memo.gen++ // CONTINUATIONs: not looked at, so the table may have changed
 	}
 	if h.invalid != nil {
 		return nil, http2.StreamError{StreamID: hf.StreamID, Code: http2.ErrCodeProtocol, Cause: h.invalid}

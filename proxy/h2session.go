@@ -24,24 +24,21 @@ import (
 // then a client that stops reading holds back only its own calls, and
 // connection-level flow control maps one to one.
 type session struct {
-	// What a call touches comes first, as in h2conn: each call finds it
-	// cold.
+	// Set at creation, read by every goroutine of the session.
+	r      *relay
+	client *h2conn
+
+	// Under mu, which every reader takes to handle a frame.
 	mu      sync.Mutex
-	client  *h2conn
 	lastCID uint32
 	goAway2 bool               // sent GOAWAY(lastCID): refuse newer streams
 	streams map[uint32]*stream // by client stream ID
 	ups     [numRoutes]*upstream
-	// newest is the open stream the client opened last, or nil; it is in
-	// no map (see h2streams.go).
-	newest *stream
-	// spare is the stream of the last call that ended, for the next call
-	// to reuse (see newStream).
-	spare *stream
 	// lastPath and lastInfo are the previous call's :path and what it
-	// resolved to. A client calls a few methods over and over, and the
-	// decode memo hands back the very same string, so that comparing
-	// them is one pointer check (the path table's map hashes the path).
+	// resolved to. A client calls a few methods over and over, and a
+	// :path the HPACK table holds decodes to the table's own string, so
+	// that comparing them is mostly one pointer check (the path table's
+	// map hashes the path). Only a comparison: nothing relies on it.
 	lastPath string
 	lastInfo *pathInfo
 	// started and ended are calls still to be counted (as in flight) and
@@ -49,7 +46,6 @@ type session struct {
 	// started or ended them has written what it relayed (flushAll), as it
 	// is no part of the call's path.
 	started  []MethodObserver
-	r        *relay
 	ended    []endedCall
 	draining map[*upstream]struct{} // gone away, finishing their calls
 	guard    floodGuard
@@ -85,33 +81,30 @@ type endedCall struct {
 type upstream struct {
 	c        *h2conn
 	route    route
-	streams  map[uint32]*stream // by upstream stream ID, but the session's newest
+	streams  map[uint32]*stream // by upstream stream ID
 	nextID   uint32
 	draining bool
 	dialing  bool // writes wait in memory (see session.upstream)
-	// newest is the stream opened last on this connection: the answer's
-	// frames are for it (see upstream.stream, and h2streams.go).
-	newest *stream
 }
 
 // stream is one relayed call: a client stream paired with an upstream one.
-//
-// One is allocated per call, on its path: the small fields sit together so
-// that it stays within 512 bytes, the largest size the Go allocator serves
-// without a header of its own (TestStreamFitsTheAllocatorsSmallClass).
+// All of it is under the session's mu.
 type stream struct {
-	cid, uid       uint32
-	code           codes.Code
-	route          route
+	// Set when the call opens.
+	cid, uid   uint32
+	up         *upstream
+	route      route
+	method     string
+	start      time.Time
+	observe    MethodObserver
+	notFoundOK func(string) // NotFoundIsOK
+
+	// The call's state.
+	toUp, toClient flow
 	headersSent    bool // response headers went to the client
 	over           bool
-	up             *upstream
-	method         string
-	toUp, toClient flow
-	start          time.Time
-	observe        MethodObserver
-	notFoundOK     func(string) // NotFoundIsOK
-	msg            string       // grpc-message as on the wire
+	code           codes.Code
+	msg            string // grpc-message as on the wire
 }
 
 // shutdownPing tells the PING ack that ends the first phase of a graceful
@@ -385,11 +378,8 @@ func (s *session) lastGoAway() {
 func (s *session) onClientFrame(f http2.Frame) error {
 	c := s.client
 	switch f := f.(type) {
-	case *dataFrame:
-		return s.onClientData(f)
 	case *http2.DataFrame:
-		d := dataOf(f)
-		return s.onClientData(&d)
+		return s.onClientData(f)
 	case *http2.MetaHeadersFrame:
 		return s.onClientHeaders(f)
 	case *http2.WindowUpdateFrame:
@@ -504,8 +494,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 		c.writeRST(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	st := s.newStream()
-	*st = stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
+	st := &stream{cid: id, uid: up.nextID, up: up, method: path, route: rt, start: time.Now(),
 		code: codes.Unknown, msg: "crishim: the call ended without a grpc-status"}
 	up.nextID += 2
 	st.toUp.init(st, c, up.c, id, st.uid)
@@ -529,7 +518,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	return nil
 }
 
-func (s *session) onClientData(f *dataFrame) error {
+func (s *session) onClientData(f *http2.DataFrame) error {
 	c := s.client
 	n := int64(f.Length)
 	if !c.recv.take(n) {
@@ -706,7 +695,6 @@ func (s *session) finish(st *stream) {
 	if s.goAway2 && s.openCount() == 0 {
 		s.client.flushAndClose()
 	}
-	s.spare = st
 }
 
 // retire stops new calls from using up; it closes when its calls are done.

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -19,19 +18,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// A call allocates one stream on its path; past 512 bytes the allocator
-// adds a header to the object and serves it from a larger class, a cost
-// on every call's path (see the comment on stream).
-func TestStreamFitsTheAllocatorsSmallClass(t *testing.T) {
-	if size := unsafe.Sizeof(stream{}); size > 512 {
-		t.Fatalf("stream is %d bytes, more than 512: keep its small fields together or move one out", size)
-	}
-}
-
-// TestFramesForAnEndedCallAreIgnored: the stream of a call that ended is
-// kept for the next call (newStream) and remembered as the newest
-// (clientStream); neither may make a late frame on the old stream ID count
-// as part of a call. Such frames only give back the connection window.
+// TestFramesForAnEndedCallAreIgnored: a late frame on the stream ID of a
+// call that ended counts as part of no call; such frames only give back
+// the connection window.
 func TestFramesForAnEndedCallAreIgnored(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
@@ -63,7 +52,7 @@ func TestFramesForAnEndedCallAreIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	late() // the ended stream is the newest and spare
+	late() // on the stream of the call that just ended
 	c.callVersion(t, 3)
 	answered(3) // stream 1's struct now served stream 3
 	late()
@@ -157,11 +146,11 @@ func (rt *scriptedRuntime) do(write func()) {
 	write()
 }
 
-// TestStaleRuntimeFrameMissesAReusedStream: a call's stream, reused for a
-// call to another endpoint, has the same upstream stream ID there as the
-// first call had on its own connection. A late frame from the first
-// connection must not land in the second call.
-func TestStaleRuntimeFrameMissesAReusedStream(t *testing.T) {
+// TestStaleRuntimeFrameMissesACallOnAnotherConnection: a call to another
+// endpoint has the same upstream stream ID there as an earlier call had on
+// its own connection. A late frame from the first connection must not land
+// in the second call.
+func TestStaleRuntimeFrameMissesACallOnAnotherConnection(t *testing.T) {
 	runtimeSock, imageSock := fakeSock(t), fakeSock(t)
 	imageGot, strayed := make(chan struct{}), make(chan struct{})
 	stray := [8]byte{'s', 't', 'r', 'a', 'y'}
@@ -218,9 +207,9 @@ func TestStaleRuntimeFrameMissesAReusedStream(t *testing.T) {
 	}
 }
 
-// TestStaleRuntimeFrameMissesAnEndedStream: the stream of the call that
-// ended last on a connection is still its newest (upstream.stream); a late
-// frame on it from the runtime reaches no client.
+// TestStaleRuntimeFrameMissesAnEndedStream: a late frame from the runtime
+// on the stream of the call that ended last on a connection reaches no
+// client.
 func TestStaleRuntimeFrameMissesAnEndedStream(t *testing.T) {
 	sock := fakeSock(t)
 	strayed := make(chan struct{})
@@ -301,24 +290,6 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 	}
 }
 
-// TestHotFieldsShareLines: the fields of a connection and of a session that
-// every call touches come first and fill three cache lines each; a call
-// finds them cold, and each further line is one more miss on its path
-// (docs/performance.md, fourth pass: putting them together took 0.8 µs
-// off the request's path).
-func TestHotFieldsShareLines(t *testing.T) {
-	const lines = 3 * 64
-	var c h2conn
-	if end := unsafe.Offsetof(c.blocked) + unsafe.Sizeof(c.blocked); end > lines {
-		t.Errorf("h2conn's per-call fields end at byte %d, past three cache lines (%d)", end, lines)
-	}
-	var s session
-	// The guard's first field, which every call's end counts down.
-	if end := unsafe.Offsetof(s.guard) + unsafe.Sizeof(s.guard.idle); end > lines {
-		t.Errorf("session's per-call fields end at byte %d, past three cache lines (%d)", end, lines)
-	}
-}
-
 // TestUpstreamOutOfStreamIDsRedials: the call that takes an upstream
 // connection's last stream ID is answered on it, and the next call dials a
 // new connection.
@@ -341,8 +312,7 @@ func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 }
 
 // TestShutdownWaitsForTheOnlyCallInFlight: a graceful shutdown closes a
-// connection once its calls are done; a call alone in flight is the
-// session's newest, kept in no map, and must count.
+// connection once its calls are done, and a call alone in flight counts.
 func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 	sock := fakeSock(t)
 	started, release := make(chan struct{}), make(chan struct{})

@@ -56,11 +56,8 @@ func (s *session) readUpstream(up *upstream) {
 func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	c := up.c
 	switch f := f.(type) {
-	case *dataFrame:
-		return s.onUpstreamData(up, f)
 	case *http2.DataFrame:
-		d := dataOf(f)
-		return s.onUpstreamData(up, &d)
+		return s.onUpstreamData(up, f)
 	case *http2.MetaHeadersFrame:
 		st := up.stream(f.StreamID)
 		if st == nil {
@@ -123,7 +120,7 @@ func (s *session) onUpstreamFrame(up *upstream, f http2.Frame) error {
 	return nil
 }
 
-func (s *session) onUpstreamData(up *upstream, f *dataFrame) error {
+func (s *session) onUpstreamData(up *upstream, f *http2.DataFrame) error {
 	c := up.c
 	n := int64(f.Length)
 	if !c.recv.take(n) {
