@@ -48,7 +48,7 @@ type relay struct {
 // localBufSize is the in-memory connection's buffer per direction.
 const localBufSize = 1 << 20
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, locals *localCallers) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -83,10 +83,10 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	for _, svc := range opts.Services {
 		known = append(known, MethodNames(*svc.Desc)...)
 	}
-	r.paths = newPaths(&r.router, r.observe, known)
+	r.paths = newPaths(&r.router, r.observe, opts.Audited, known)
 	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
 	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
-	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: r.local.DialContext}
+	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: locals.dialLocal(r.local.DialContext)}
 	return r
 }
 
