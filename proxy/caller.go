@@ -25,7 +25,14 @@ import (
 // connection it dials begins with the number under which it left that
 // answer in locals (localCallers), for the handshake to take.
 type callerCreds struct {
-	locals *localCallers // nil: the server serves the socket
+	locals   *localCallers // nil: the server serves the socket
+	identify func(net.Conn) *caller.Process
+}
+
+// identifyPeer is how a connection's caller is found but in tests.
+func identifyPeer(nc net.Conn) *caller.Process {
+	p, _ := caller.FromConn(nc) // not a unix socket: no caller
+	return p
 }
 
 // localIDSize is the length of the number an in-memory connection begins
@@ -35,8 +42,7 @@ const localIDSize = 8
 func (c *callerCreds) ServerHandshake(nc net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	ai := caller.AuthInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}
 	if c.locals == nil {
-		// Not a unix socket (a test's listener): no caller.
-		ai.Process, _ = caller.FromConn(nc)
+		ai.Process = c.identify(nc)
 		return nc, ai, nil
 	}
 	var b [localIDSize]byte
@@ -55,7 +61,7 @@ func (c *callerCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "crishim-peer"}
 }
 
-func (c *callerCreds) Clone() credentials.TransportCredentials { return &callerCreds{locals: c.locals} }
+func (c *callerCreds) Clone() credentials.TransportCredentials { return &callerCreds{locals: c.locals, identify: c.identify} }
 
 func (c *callerCreds) OverrideServerName(string) error { return nil }
 

@@ -191,7 +191,7 @@ func (s *session) run() {
 	// Who the client is, once per connection: for the gRPC server's calls
 	// (the in-memory connections carry it), and for the relay's own
 	// choice between the kubelet's path and everyone else's.
-	p, _ := caller.FromConn(c.nc)
+	p := s.r.identify(c.nc)
 	s.ctx = caller.NewContext(s.ctx, p)
 	s.other = !p.IsKubelet()
 	c.flush()

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // ServerOptions configures the kubelet-facing gRPC server.
@@ -46,6 +48,8 @@ type ServerOptions struct {
 	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
 	headerBlockTimeout time.Duration // headerBlockTimeout
 	goAwayTimeout      time.Duration // goAwayTimeout
+	// identify replaces identifyPeer: tests play the kubelet.
+	identify func(net.Conn) *caller.Process
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
@@ -87,7 +91,10 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	// Both relays amend these answers.
 	rw, nf := rewrites(opts.Intercept), notFoundHooks(opts.Intercept)
-	creds := &callerCreds{}
+	creds := &callerCreds{identify: opts.identify}
+	if creds.identify == nil {
+		creds.identify = identifyPeer
+	}
 	if opts.Relay == RelayH2 {
 		creds.locals = newLocalCallers()
 	}
@@ -118,7 +125,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	srv := &Server{grpc: gs}
 	if opts.Relay == RelayH2 {
-		srv.relay = newRelay(backend, gs, opts, rw, nf, size, creds.locals)
+		srv.relay = newRelay(backend, gs, opts, rw, nf, size, creds)
 	}
 	return srv, nil
 }
