@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -116,6 +117,11 @@ func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamSe
 func (s *Shim) criCallStart(ctx context.Context, method string, p *caller.Process, t target) audit.Event {
 	ev := s.auditTarget(ctx, t)
 	ev.Kind, ev.Method, ev.Caller = audit.KindCRICall, method, p
+	// What the request says of a pod or container that does not exist yet.
+	ev.PodNamespace = cmp.Or(ev.PodNamespace, t.pod.namespace)
+	ev.PodName = cmp.Or(ev.PodName, t.pod.name)
+	ev.PodUID = cmp.Or(ev.PodUID, t.pod.uid)
+	ev.ContainerName = cmp.Or(ev.ContainerName, t.containerName)
 	return ev
 }
 
@@ -141,8 +147,14 @@ func (s *Shim) auditTarget(ctx context.Context, t target) audit.Event {
 	return ev
 }
 
-// target is what a CRI or crishim.v1 message says it is about.
-type target struct{ containerID, podSandboxID string }
+// target is what a CRI or crishim.v1 message says it is about: IDs, and
+// the metadata of a pod or container being made (RunPodSandbox,
+// CreateContainer).
+type target struct {
+	containerID, podSandboxID string
+	pod                       struct{ namespace, name, uid string }
+	containerName             string
+}
 
 // targetOf reads the container_id and pod_sandbox_id fields of a message,
 // where it has them.
@@ -158,18 +170,54 @@ func targetOfReflect(m protoreflect.Message) target {
 	if !m.IsValid() {
 		return target{}
 	}
-	get := func(name protoreflect.Name) string {
-		if fd := m.Descriptor().Fields().ByName(name); fd != nil && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated {
-			return m.Get(fd).String()
+	t := target{containerID: stringField(m, "container_id"), podSandboxID: stringField(m, "pod_sandbox_id")}
+	// RunPodSandbox: config is a PodSandboxConfig; CreateContainer: config
+	// a ContainerConfig, sandbox_config the pod's. A pod's metadata has a
+	// uid, a container's not.
+	for _, name := range []protoreflect.Name{"config", "sandbox_config"} {
+		md := messageField(messageField(m, name), "metadata")
+		if md == nil {
+			continue
 		}
+		if md.Descriptor().Fields().ByName("uid") != nil {
+			t.pod.namespace, t.pod.name, t.pod.uid = stringField(md, "namespace"), stringField(md, "name"), stringField(md, "uid")
+		} else {
+			t.containerName = stringField(md, "name")
+		}
+	}
+	return t
+}
+
+// stringField is m's singular string field name, or "".
+func stringField(m protoreflect.Message, name protoreflect.Name) string {
+	if m == nil {
 		return ""
 	}
-	return target{containerID: get("container_id"), podSandboxID: get("pod_sandbox_id")}
+	if fd := m.Descriptor().Fields().ByName(name); fd != nil && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated {
+		return m.Get(fd).String()
+	}
+	return ""
+}
+
+// messageField is m's singular message field name when set, or nil.
+func messageField(m protoreflect.Message, name protoreflect.Name) protoreflect.Message {
+	if m == nil {
+		return nil
+	}
+	fd := m.Descriptor().Fields().ByName(name)
+	if fd == nil || fd.Kind() != protoreflect.MessageKind || fd.Cardinality() == protoreflect.Repeated || !m.Has(fd) {
+		return nil
+	}
+	return m.Get(fd).Message()
 }
 
 // hasTarget says whether messages of md can name a container or sandbox.
 func hasTarget(md protoreflect.MessageDescriptor) bool {
-	return md != nil && (md.Fields().ByName("container_id") != nil || md.Fields().ByName("pod_sandbox_id") != nil)
+	if md == nil {
+		return false
+	}
+	f := md.Fields()
+	return f.ByName("container_id") != nil || f.ByName("pod_sandbox_id") != nil || f.ByName("config") != nil
 }
 
 // fillTarget adds what the answer names (RunPodSandbox's new sandbox,

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
@@ -183,5 +184,45 @@ func TestReadOnlyMethodsExist(t *testing.T) {
 		if !audited(m) {
 			t.Errorf("%s is not audited at level mutating", m)
 		}
+	}
+}
+
+// What a request or answer names, decoded or as raw bytes on the relay.
+func TestTargetOf(t *testing.T) {
+	pod := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Namespace: "shop", Name: "web", Uid: "u1"}}
+	for _, tc := range []struct {
+		method string
+		msg    proto.Message
+		answer bool
+		want   target
+	}{
+		{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, &runtimeapi.RemoveContainerRequest{ContainerId: "c1"}, false, target{containerID: "c1"}},
+		{runtimeapi.RuntimeService_StopPodSandbox_FullMethodName, &runtimeapi.StopPodSandboxRequest{PodSandboxId: "p1"}, false, target{podSandboxID: "p1"}},
+		{runtimeapi.RuntimeService_RunPodSandbox_FullMethodName, &runtimeapi.RunPodSandboxRequest{Config: pod}, false,
+			target{pod: struct{ namespace, name, uid string }{"shop", "web", "u1"}}},
+		{runtimeapi.RuntimeService_RunPodSandbox_FullMethodName, &runtimeapi.RunPodSandboxResponse{PodSandboxId: "p2"}, true, target{podSandboxID: "p2"}},
+		{runtimeapi.RuntimeService_CreateContainer_FullMethodName, &runtimeapi.CreateContainerRequest{PodSandboxId: "p1", SandboxConfig: pod,
+			Config: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"}}}, false,
+			target{podSandboxID: "p1", pod: struct{ namespace, name, uid string }{"shop", "web", "u1"}, containerName: "app"}},
+		{runtimeapi.RuntimeService_Version_FullMethodName, &runtimeapi.VersionRequest{Version: "v1"}, false, target{}},
+	} {
+		if got := targetOf(tc.msg); got != tc.want {
+			t.Errorf("%s decoded: %+v, want %+v", tc.method, got, tc.want)
+		}
+		b, err := proto.Marshal(tc.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := methodDescriptor(tc.method)
+		desc := md.Input()
+		if tc.answer {
+			desc = md.Output()
+		}
+		if got := rawTarget(desc, proxy.NewFrame(b)); got != tc.want {
+			t.Errorf("%s raw: %+v, want %+v", tc.method, got, tc.want)
+		}
+	}
+	if got := rawTarget(methodDescriptor(runtimeapi.RuntimeService_RemoveContainer_FullMethodName).Input(), proxy.NewFrame([]byte{0xff, 0xff})); got != (target{}) {
+		t.Errorf("garbage decoded to %+v", got)
 	}
 }
