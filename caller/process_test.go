@@ -188,3 +188,30 @@ func TestFromContext(t *testing.T) {
 		t.Errorf("no caller: %v, kubelet %v, label %q", got, got.IsKubelet(), got.Label())
 	}
 }
+
+// BenchmarkFromConn is what identifying a connection's caller costs, once
+// per connection.
+func BenchmarkFromConn(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "s")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromConn(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
