@@ -61,7 +61,9 @@ func (c *callerCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "crishim-peer"}
 }
 
-func (c *callerCreds) Clone() credentials.TransportCredentials { return &callerCreds{locals: c.locals, identify: c.identify} }
+func (c *callerCreds) Clone() credentials.TransportCredentials {
+	return &callerCreds{locals: c.locals, identify: c.identify}
+}
 
 func (c *callerCreds) OverrideServerName(string) error { return nil }
 
