@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // Kinds of session.
@@ -17,6 +19,9 @@ const (
 	KindDebug       = "debugContainer"
 	KindSignal      = "signal"
 	KindNotify      = "notify"
+	// KindCRICall is a CRI or crishim.v1 call made by something other
+	// than the kubelet (--audit-cri-calls).
+	KindCRICall = "criCall"
 )
 
 // Stages: every session has one started and one ended event.
@@ -48,6 +53,12 @@ type Event struct {
 	Signal        string   `json:"signal,omitempty"`
 	Notifier      string   `json:"notifier,omitempty"`
 	ClientAddress string   `json:"clientAddress,omitempty"`
+	// Method is the full gRPC method of a criCall event.
+	Method string `json:"method,omitempty"`
+	// Caller is the process on the node that made the call (for a
+	// streaming session: the CRI call that obtained its URL). Absent when
+	// crishim made it itself.
+	Caller *caller.Process `json:"caller,omitempty"`
 
 	// Set on the ended event.
 	DurationSeconds *float64 `json:"durationSeconds,omitempty"`

@@ -28,7 +28,19 @@ type Config struct {
 	MaxAgeDays int    // --audit-log-maxage: days rotated files are kept (0: forever)
 	Required   bool   // --audit-required: /readyz fails while events cannot be written
 	ExecSync   bool   // --audit-exec-sync
+	CRICalls   string // --audit-cri-calls: CRICallsNone, CRICallsMutating or CRICallsAll
 }
+
+// The levels of --audit-cri-calls: which CRI and crishim.v1 calls of
+// callers other than the kubelet are audited (the kubelet's never are).
+const (
+	CRICallsNone     = "none"
+	CRICallsMutating = "mutating" // every call but those that only read
+	CRICallsAll      = "all"
+)
+
+// CRICallsLevels lists the levels, for flags and errors.
+var CRICallsLevels = []string{CRICallsNone, CRICallsMutating, CRICallsAll}
 
 // Errors is what the log reports its write failures to (crishim_audit_errors_total).
 type Errors interface{ AuditError() }
@@ -317,4 +329,12 @@ func newID() string {
 		panic(errors.Join(errors.New("crypto/rand"), err)) // never happens on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// CRICalls is the --audit-cri-calls level; CRICallsNone without a log.
+func (l *Log) CRICalls() string {
+	if l == nil || l.cfg.CRICalls == "" {
+		return CRICallsNone
+	}
+	return l.cfg.CRICalls
 }

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // otherMethod labels calls to methods crishim does not know by name: the
@@ -26,6 +28,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
+	byCaller *prometheus.CounterVec
 	runtime  *runtimeMetrics
 	byLabel  sync.Map // method label -> *methodSeries
 
@@ -54,6 +57,10 @@ func New(version, commit string, known []string) *Metrics {
 			Name: "crishim_grpc_requests_in_flight",
 			Help: "gRPC calls being served, by full method.",
 		}, []string{"method"}),
+		byCaller: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_cri_calls_by_caller_total",
+			Help: "CRI and crishim.v1 calls by caller (kubelet: the kubelet's process; other: anything else on the node), full method and gRPC status code.",
+		}, []string{"caller", "method", "code"}),
 		runtime:        newRuntimeMetrics(),
 		protocolErrors: newProtocolErrors(),
 	}
@@ -70,7 +77,7 @@ func New(version, commit string, known []string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.protocolErrors, build,
+	reg.MustRegister(m.requests, m.duration, m.inFlight, m.byCaller, m.protocolErrors, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.runtime.collectors()...)
@@ -93,7 +100,24 @@ type methodSeries struct {
 	duration prometheus.Observer
 	mu       sync.Mutex
 	byCode   [codes.Unauthenticated + 1]prometheus.Counter
+	// callers are the method's calls by caller: the kubelet's, the others'.
+	callers [2]*callerSeries
 }
+
+// callerSeries is a methodSeries for one caller label: it counts a call in
+// the method's series and by caller.
+type callerSeries struct {
+	*methodSeries
+	caller string
+	mu     sync.Mutex
+	byCode [codes.Unauthenticated + 1]prometheus.Counter
+}
+
+// The caller labels: bounded, whatever the callers.
+const (
+	callerKubelet = "kubelet"
+	callerOther   = "other"
+)
 
 func (m *Metrics) series(method string) *methodSeries {
 	label := m.label(method)
@@ -101,6 +125,7 @@ func (m *Metrics) series(method string) *methodSeries {
 		return s.(*methodSeries)
 	}
 	s := &methodSeries{m: m, label: label, inFlight: m.inFlight.WithLabelValues(label), duration: m.duration.WithLabelValues(label)}
+	s.callers = [2]*callerSeries{{methodSeries: s, caller: callerKubelet}, {methodSeries: s, caller: callerOther}}
 	actual, _ := m.byLabel.LoadOrStore(label, s)
 	return actual.(*methodSeries)
 }
@@ -115,6 +140,24 @@ func (s *methodSeries) counter(code codes.Code) prometheus.Counter {
 		s.byCode[code] = s.m.requests.WithLabelValues(s.label, code.String())
 	}
 	return s.byCode[code]
+}
+
+func (c *callerSeries) counter(code codes.Code) prometheus.Counter {
+	if int(code) >= len(c.byCode) {
+		return c.m.byCaller.WithLabelValues(c.caller, c.label, code.String())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byCode[code] == nil {
+		c.byCode[code] = c.m.byCaller.WithLabelValues(c.caller, c.label, code.String())
+	}
+	return c.byCode[code]
+}
+
+// Ended counts a call that Started as done, for its method and caller.
+func (c *callerSeries) Ended(code codes.Code, took time.Duration) {
+	c.methodSeries.Ended(code, took)
+	c.counter(code).Inc()
 }
 
 // Started counts a call as in flight.
@@ -134,16 +177,23 @@ type MethodObserver = interface {
 	Ended(code codes.Code, took time.Duration)
 }
 
-// Method returns the series of one method, for the h2 relay
-// (proxy.CallObserver), which keeps them per method.
-func (m *Metrics) Method(method string) MethodObserver { return m.series(method) }
+// Method returns the series of one method as the kubelet calls it, for the
+// h2 relay (proxy.CallObserver), which keeps them per method.
+func (m *Metrics) Method(method string) MethodObserver { return m.series(method).callers[0] }
 
-// CallStarted counts a call as in flight; the function it returns ends the
-// call with its status code. The interceptors use it; the h2 relay counts
-// the calls it passes through, which no interceptor sees, in the same
-// series through Method.
-func (m *Metrics) CallStarted(method string) func(codes.Code) {
-	s := m.series(method)
+// OtherMethod is Method for callers other than the kubelet
+// (proxy.OtherCallers).
+func (m *Metrics) OtherMethod(method string) MethodObserver { return m.series(method).callers[1] }
+
+// CallStarted counts a call of p (nil: unknown) as in flight; the function
+// it returns ends the call with its status code. The interceptors use it;
+// the h2 relay counts the calls it passes through, which no interceptor
+// sees, in the same series through Method and OtherMethod.
+func (m *Metrics) CallStarted(method string, p *caller.Process) func(codes.Code) {
+	s := m.series(method).callers[1]
+	if p.IsKubelet() {
+		s = s.callers[0]
+	}
 	s.Started()
 	start := time.Now()
 	return func(code codes.Code) { s.Ended(code, time.Since(start)) }
@@ -152,7 +202,7 @@ func (m *Metrics) CallStarted(method string) func(codes.Code) {
 // UnaryInterceptor measures intercepted unary calls.
 func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		done := m.CallStarted(info.FullMethod)
+		done := m.CallStarted(info.FullMethod, caller.FromContext(ctx))
 		resp, err := handler(ctx, req)
 		done(status.Code(err))
 		return resp, err
@@ -163,7 +213,11 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // pass-through call is a stream to the gRPC server) and streaming calls.
 func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		done := m.CallStarted(info.FullMethod)
+		var p *caller.Process
+		if ss != nil { // tests call with none
+			p = caller.FromContext(ss.Context())
+		}
+		done := m.CallStarted(info.FullMethod, p)
 		err := handler(srv, ss)
 		done(status.Code(err))
 		return err

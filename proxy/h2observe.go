@@ -15,6 +15,13 @@ type CallObserver interface {
 	Method(method string) MethodObserver
 }
 
+// OtherCallers is a CallObserver that counts the calls of callers other
+// than the kubelet apart (crishim_cri_calls_by_caller_total): the relay
+// asks OtherMethod for those, Method for the kubelet's.
+type OtherCallers interface {
+	OtherMethod(method string) MethodObserver
+}
+
 // MethodObserver counts the calls of one method: Started as a call starts,
 // Ended once per started call, with its gRPC status code and how long it
 // took. An alias of an unnamed type, so that an implementation (package

@@ -10,7 +10,15 @@ type pathInfo struct {
 	rewrite    Rewrite
 	notFoundOK func(string)
 	observe    MethodObserver // nil: not counted here (crishim's gRPC server counts it)
+	// other is how the calls of callers other than the kubelet go: pi
+	// itself, or counted apart, or sent to crishim's gRPC server to be
+	// audited (ServerOptions.Audited).
+	other *pathInfo
 }
+
+// auditedInfo is a call sent to crishim's gRPC server to be audited: it
+// relays the call (both relays amend answers alike) and counts it.
+var auditedInfo = &pathInfo{route: routeLocal}
 
 // paths answers pathInfo for a :path. The methods crishim knows (the CRI
 // and its own services) are worked out once, at start, so that a call
@@ -20,10 +28,11 @@ type paths struct {
 	known   map[string]*pathInfo
 	router  *router
 	observe CallObserver
+	audited func(string) bool
 }
 
-func newPaths(rt *router, observe CallObserver, known []string) paths {
-	p := paths{known: make(map[string]*pathInfo, len(known)), router: rt, observe: observe}
+func newPaths(rt *router, observe CallObserver, audited func(string) bool, known []string) paths {
+	p := paths{known: make(map[string]*pathInfo, len(known)), router: rt, observe: observe, audited: audited}
 	for _, path := range known {
 		p.known[path] = p.work(path)
 	}
@@ -38,6 +47,23 @@ func (p *paths) lookup(path string) *pathInfo {
 }
 
 func (p *paths) work(path string) *pathInfo {
+	pi := p.kubelet(path)
+	pi.other = pi
+	switch others, _ := p.observe.(OtherCallers); {
+	case pi.refused != "" || pi.route == routeLocal:
+	case p.audited != nil && p.audited(path):
+		pi.other = auditedInfo
+	case others != nil:
+		o := *pi
+		o.observe = others.OtherMethod(path)
+		o.other = &o
+		pi.other = &o
+	}
+	return pi
+}
+
+// kubelet is how the kubelet's calls to path go.
+func (p *paths) kubelet(path string) *pathInfo {
 	pi := &pathInfo{refused: refusedMethod(path)}
 	if pi.refused != "" {
 		return pi

@@ -40,7 +40,7 @@ func TestPathTable(t *testing.T) {
 		splitImage: true,
 	}
 	obs := &countingObserver{asked: map[string]int{}}
-	p := newPaths(rt, obs, append(MethodNames(CRIServices...), own))
+	p := newPaths(rt, obs, nil, append(MethodNames(CRIServices...), own))
 	known := len(p.known)
 	for _, tc := range []struct {
 		path                           string

@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // relay is the h2 pass-through: it serves the kubelet-facing socket itself
@@ -33,6 +35,7 @@ type relay struct {
 	// goAwayTimeout but in tests.
 	blockTimeout  time.Duration
 	goAwayTimeout time.Duration
+	identify      func(net.Conn) *caller.Process
 	local         *bufconn.Listener
 	grpc          *grpc.Server
 
@@ -48,7 +51,7 @@ type relay struct {
 // localBufSize is the in-memory connection's buffer per direction.
 const localBufSize = 1 << 20
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, creds *callerCreds) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -83,10 +86,11 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	for _, svc := range opts.Services {
 		known = append(known, MethodNames(*svc.Desc)...)
 	}
-	r.paths = newPaths(&r.router, r.observe, known)
+	r.paths = newPaths(&r.router, r.observe, opts.Audited, known)
 	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
 	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
-	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: r.local.DialContext}
+	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: creds.locals.dialLocal(r.local.DialContext)}
+	r.identify = creds.identify
 	return r
 }
 

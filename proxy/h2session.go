@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // session is one client connection and the upstream connections its calls
@@ -53,7 +55,11 @@ type session struct {
 	// goAwayTimer sends GOAWAY(lastCID) if the PING's ack is late.
 	goAwayTimer *time.Timer
 
-	ctx    context.Context // ends dials when the session ends
+	// other says the client is not the kubelet: its calls go by
+	// pathInfo.other. Set once, before the first frame is read.
+	other bool
+
+	ctx    context.Context // ends dials when the session ends; holds the caller
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // upstream readers
 
@@ -175,6 +181,12 @@ func (s *session) dropConn(c *h2conn) {
 func (s *session) run() {
 	defer s.teardown()
 	c := s.client
+	// Who the client is, once per connection: for the gRPC server's calls
+	// (the in-memory connections carry it), and for the relay's own
+	// choice between the kubelet's path and everyone else's.
+	p := s.r.identify(c.nc)
+	s.ctx = caller.NewContext(s.ctx, p)
+	s.other = !p.IsKubelet()
 	c.flush()
 	_ = c.nc.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	var preface [len(http2.ClientPreface)]byte
@@ -481,6 +493,9 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	if pi == nil || path != s.lastPath {
 		pi = s.r.paths.lookup(path)
 		s.lastPath, s.lastInfo = path, pi
+	}
+	if s.other {
+		pi = pi.other
 	}
 	if pi.refused != "" {
 		return s.refuse(id, path, end, pi.refused)

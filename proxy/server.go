@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
+
+	"github.com/crishim/crishim/caller"
 )
 
 // ServerOptions configures the kubelet-facing gRPC server.
@@ -36,10 +38,18 @@ type ServerOptions struct {
 	// StatsHandler sees the calls the gRPC server runs (tracing); nil
 	// adds nothing. Calls the h2 relay passes through never reach it.
 	StatsHandler stats.Handler
+	// Audited says which methods, called by anything but the kubelet,
+	// crishim's gRPC server must see to audit them (the caller, the IDs of
+	// the request and answer, the code). The h2 relay sends those calls
+	// there instead of relaying them; the kubelet's calls never take that
+	// detour. Nil: none.
+	Audited func(fullMethod string) bool
 
 	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
 	headerBlockTimeout time.Duration // headerBlockTimeout
 	goAwayTimeout      time.Duration // goAwayTimeout
+	// identify replaces identifyPeer: tests play the kubelet.
+	identify func(net.Conn) *caller.Process
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
@@ -81,7 +91,15 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	// Both relays amend these answers.
 	rw, nf := rewrites(opts.Intercept), notFoundHooks(opts.Intercept)
+	creds := &callerCreds{identify: opts.identify}
+	if creds.identify == nil {
+		creds.identify = identifyPeer
+	}
+	if opts.Relay == RelayH2 {
+		creds.locals = newLocalCallers()
+	}
 	sopts := []grpc.ServerOption{
+		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.UnknownServiceHandler(backend.relayHandler(rw, nf)),
 		grpc.MaxRecvMsgSize(size),
@@ -107,7 +125,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	}
 	srv := &Server{grpc: gs}
 	if opts.Relay == RelayH2 {
-		srv.relay = newRelay(backend, gs, opts, rw, nf, size)
+		srv.relay = newRelay(backend, gs, opts, rw, nf, size, creds)
 	}
 	return srv, nil
 }

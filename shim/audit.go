@@ -7,6 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/proxy"
 )
 
@@ -47,9 +48,10 @@ func auditEnd(err error) func(*audit.Event) {
 }
 
 // auditDebugStart is the started event of a debug container create.
-func auditDebugStart(req *runtimeapi.CreateContainerRequest) audit.Event {
+func auditDebugStart(ctx context.Context, req *runtimeapi.CreateContainerRequest) audit.Event {
 	cfg, pod := req.GetConfig(), req.GetSandboxConfig().GetMetadata()
 	return audit.Event{
+		Caller:        caller.FromContext(ctx),
 		Kind:          audit.KindDebug,
 		PodNamespace:  pod.GetNamespace(),
 		PodName:       pod.GetName(),
@@ -85,6 +87,7 @@ func (s *Shim) execSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*
 		ev = auditWho(st.GetStatus())
 		ev.Kind, ev.Argv = audit.KindExecSync, req.GetCmd()
 	}
+	ev.Caller = caller.FromContext(ctx)
 	sess := s.opts.Audit.Start(ev)
 	resp, err := s.runtimeClient().ExecSync(toRuntime(ctx), req)
 	sess.End(func(ev *audit.Event) {

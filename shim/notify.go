@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
@@ -24,7 +25,7 @@ const notifyParallel = 16
 // Notify runs a notifier in every selected pod's containers that declare
 // it, and answers per pod and container.
 func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (resp *crishimv1.NotifyResponse, err error) {
-	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId()})
+	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId(), Caller: caller.FromContext(ctx)})
 	defer func() { sess.End(auditEnd(err)) }()
 	g := a.shim.signals
 	name := req.GetNotifier()

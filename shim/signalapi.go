@@ -8,13 +8,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
 // Signal sends a signal to a container's init process, once: the operator's
 // way to a config reload (SIGHUP) in an image without a kill binary.
 func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (resp *crishimv1.SignalResponse, err error) {
-	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindSignal, ContainerID: req.GetContainerId(), Signal: req.GetSignal()})
+	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindSignal, ContainerID: req.GetContainerId(), Signal: req.GetSignal(), Caller: caller.FromContext(ctx)})
 	defer func() {
 		sess.End(func(ev *audit.Event) {
 			auditEnd(err)(ev)

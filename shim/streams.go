@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"cmp"
 	"context"
 
 	"google.golang.org/grpc/codes"
@@ -8,6 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/streaming"
 )
@@ -37,6 +39,7 @@ func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimea
 	if err != nil {
 		return nil, err
 	}
+	req.ContainerId = who.ContainerID // the full ID, for the session's events
 	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Exec, req, who, s.podRecordMode(ctx, req.GetContainerId()))
 	if err != nil {
 		return nil, err
@@ -52,6 +55,7 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 	if err != nil {
 		return nil, err
 	}
+	req.ContainerId = who.ContainerID
 	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Attach, req, who, s.podRecordMode(ctx, req.GetContainerId()))
 	if err != nil {
 		return nil, err
@@ -67,6 +71,7 @@ func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardReque
 	if err != nil {
 		return nil, err
 	}
+	req.PodSandboxId = who.PodSandboxID
 	url, err := s.opts.Streaming.IssueFor(ctx, streaming.PortForward, req, who)
 	if err != nil {
 		return nil, err
@@ -117,7 +122,9 @@ func validatePortForward(req *runtimeapi.PortForwardRequest) error {
 }
 
 // streamContainerRunning: exec and attach need a running container. It
-// answers who the stream reaches, for the audit log.
+// answers who the stream reaches and who asked (the session is the CRI
+// caller's, whoever later connects to its URL), for the audit log, with the
+// container's full ID (id may be a prefix the runtime resolved).
 func (s *Shim) streamContainerRunning(ctx context.Context, id string) (audit.Event, error) {
 	resp, err := s.runtimeClient().ContainerStatus(toRuntime(ctx), &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if status.Code(err) == codes.NotFound {
@@ -129,7 +136,12 @@ func (s *Shim) streamContainerRunning(ctx context.Context, id string) (audit.Eve
 	if st := resp.GetStatus().GetState(); st != runtimeapi.ContainerState_CONTAINER_RUNNING {
 		return audit.Event{}, status.Errorf(codes.FailedPrecondition, "container_id %q: container is %s, not running", id, st)
 	}
-	return auditWho(resp.GetStatus()), nil
+	who := auditWho(resp.GetStatus())
+	if who.ContainerID == "" {
+		who.ContainerID = id
+	}
+	who.Caller = caller.FromContext(ctx)
+	return who, nil
 }
 
 // streamSandboxReady: port-forward needs a ready pod sandbox (its network
@@ -146,5 +158,6 @@ func (s *Shim) streamSandboxReady(ctx context.Context, id string) (audit.Event, 
 		return audit.Event{}, status.Errorf(codes.FailedPrecondition, "pod_sandbox_id %q: pod sandbox is %s, not ready", id, st)
 	}
 	md := resp.GetStatus().GetMetadata()
-	return audit.Event{PodNamespace: md.GetNamespace(), PodName: md.GetName(), PodUID: md.GetUid(), PodSandboxID: id}, nil
+	full := cmp.Or(resp.GetStatus().GetId(), id)
+	return audit.Event{PodNamespace: md.GetNamespace(), PodName: md.GetName(), PodUID: md.GetUid(), PodSandboxID: full, Caller: caller.FromContext(ctx)}, nil
 }

@@ -75,7 +75,7 @@ func (p *pidTarget) create(ctx context.Context, req *runtimeapi.CreateContainerR
 	if nsOpts.GetPid() != runtimeapi.NamespaceMode_TARGET {
 		return p.rs.CreateContainer(toRuntime(ctx), req)
 	}
-	sess := p.audit.Start(auditDebugStart(req))
+	sess := p.audit.Start(auditDebugStart(ctx, req))
 	resp, mode, err := p.createTarget(ctx, req, nsOpts)
 	p.metrics.Request("create", mode, status.Code(err).String())
 	sess.End(func(ev *audit.Event) {

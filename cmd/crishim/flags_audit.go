@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -19,6 +20,8 @@ func (c *auditConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxAgeDays, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")
 	fs.BoolVar(&c.Required, "audit-required", false, "fail /readyz while audit events cannot be written")
 	fs.BoolVar(&c.ExecSync, "audit-exec-sync", false, "audit ExecSync calls too (the kubelet's exec probes make many)")
+	fs.StringVar(&c.CRICalls, "audit-cri-calls", audit.CRICallsMutating, "which CRI and crishim.v1 calls of callers other than the kubelet are audited (kind criCall, with the caller): "+strings.Join(audit.CRICallsLevels, "|")+"; the kubelet's never are")
+	checkValue(fs, "audit-cri-calls", oneOf(audit.CRICallsLevels...))
 	for _, name := range []string{"audit-log-maxsize", "audit-log-maxbackup", "audit-log-maxage"} {
 		checkValue(fs, name, nonNegative)
 	}

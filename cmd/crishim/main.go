@@ -160,13 +160,15 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 		}
 	})
 	intercepted := sh.Intercepted()
+	auditUnary, auditStream := sh.CRICallInterceptors()
 	srv, err := proxy.NewServer(backend, proxy.ServerOptions{
 		MaxMessageSize: cfg.maxMessageSize,
 		Intercept:      intercepted,
 		Services:       sh.Services(),
-		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), proxy.LogUnary(log)},
-		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), proxy.LogStream(log)},
+		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), auditUnary, proxy.LogUnary(log)},
+		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), auditStream, proxy.LogStream(log)},
 		Relay:          proxy.RelayMode(cfg.relay),
+		Audited:        shim.CRICallsAudited(auditLog.CRICalls()),
 		// Calls the h2 relay passes through reach no interceptor: they
 		// are counted into the same series and logged at the same levels.
 		Observe:      m,

@@ -1,0 +1,217 @@
+package caller
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/peer"
+)
+
+// fakeProc writes /proc/<pid> files for Read; an empty value leaves the
+// file out.
+func fakeProc(t *testing.T, pid int, files map[string]string, exe string) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if exe != "" {
+		if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// stat is a /proc/<pid>/stat line whose process started at tick start,
+// with a command name that holds what trips naive parsers.
+func stat(pid int, start uint64) string {
+	f := make([]string, 20)
+	for i := range f {
+		f[i] = "0"
+	}
+	f[0] = "S"
+	f[19] = strconv.FormatUint(start, 10)
+	return strconv.Itoa(pid) + " (a) b (c)) " + strings.Join(f, " ") + " 0 0\n"
+}
+
+func u32(v uint32) *uint32 { return &v }
+
+func TestRead(t *testing.T) {
+	long := strings.Repeat("x", 2*maxCmdline)
+	for _, tc := range []struct {
+		name     string
+		cred     Cred
+		files    map[string]string
+		exe      string
+		accepted uint64
+		want     Process
+	}{{
+		name:     "an operator's crictl after sudo: the login uid and session survive",
+		cred:     Cred{PID: 42, UID: 0, GID: 0},
+		files:    map[string]string{"stat": stat(42, 100), "loginuid": "1000\n", "sessionid": "7", "cmdline": "crictl\x00rm\x00abc\x00"},
+		exe:      "/usr/bin/crictl",
+		accepted: 200,
+		want:     Process{PID: 42, LoginUID: u32(1000), SessionID: u32(7), Exe: "/usr/bin/crictl", Cmdline: []string{"crictl", "rm", "abc"}},
+	}, {
+		name:     "the kubelet: root, its executable named kubelet, no login session",
+		cred:     Cred{PID: 9, UID: 0, GID: 0},
+		files:    map[string]string{"stat": stat(9, 5), "loginuid": "4294967295", "sessionid": "4294967295", "cmdline": "kubelet\x00--config=/k\x00"},
+		exe:      "/usr/local/bin/kubelet",
+		accepted: 200,
+		want:     Process{PID: 9, Exe: "/usr/local/bin/kubelet", Cmdline: []string{"kubelet", "--config=/k"}, Kubelet: true},
+	}, {
+		name:     "a binary named kubelet run by someone else is not the kubelet",
+		cred:     Cred{PID: 9, UID: 1000, GID: 1000},
+		files:    map[string]string{"stat": stat(9, 5), "cmdline": "kubelet\x00"},
+		exe:      "/home/u/kubelet",
+		accepted: 200,
+		want:     Process{PID: 9, UID: 1000, GID: 1000, Exe: "/home/u/kubelet", Cmdline: []string{"kubelet"}},
+	}, {
+		name:     "argv[0] kubelet is not the kubelet: only the executable counts",
+		cred:     Cred{PID: 9},
+		files:    map[string]string{"stat": stat(9, 5), "cmdline": "kubelet\x00"},
+		exe:      "/usr/bin/python3",
+		accepted: 200,
+		want:     Process{PID: 9, Exe: "/usr/bin/python3", Cmdline: []string{"kubelet"}},
+	}, {
+		name:     "an executable replaced on disk keeps its name",
+		cred:     Cred{PID: 9},
+		files:    map[string]string{"stat": stat(9, 5)},
+		exe:      "/usr/bin/kubelet (deleted)",
+		accepted: 200,
+		want:     Process{PID: 9, Exe: "/usr/bin/kubelet", Kubelet: true},
+	}, {
+		name:     "the caller exited before it was read",
+		cred:     Cred{PID: 42, UID: 1000, GID: 100},
+		accepted: 200,
+		want:     Process{PID: 42, UID: 1000, GID: 100, Exited: true},
+	}, {
+		name:     "its pid taken by a process started after the connection",
+		cred:     Cred{PID: 42, UID: 1000, GID: 100},
+		files:    map[string]string{"stat": stat(42, 300), "loginuid": "0", "cmdline": "other\x00"},
+		exe:      "/usr/bin/kubelet",
+		accepted: 200,
+		want:     Process{PID: 42, UID: 1000, GID: 100, Exited: true},
+	}, {
+		name: "a peer in a PID namespace crishim cannot see (pid 0)",
+		cred: Cred{PID: 0, UID: 5, GID: 5},
+		want: Process{UID: 5, GID: 5, Exited: true},
+	}, {
+		name:     "a command line is read up to its bound",
+		cred:     Cred{PID: 42},
+		files:    map[string]string{"stat": stat(42, 1), "cmdline": "sh\x00" + long + "\x00"},
+		accepted: 200,
+		want:     Process{PID: 42, Cmdline: []string{"sh", long[:maxCmdline-3]}},
+	}, {
+		name:     "unparsable ids are left out",
+		cred:     Cred{PID: 42},
+		files:    map[string]string{"stat": stat(42, 1), "loginuid": "root", "sessionid": strings.Repeat("9", 100)},
+		accepted: 200,
+		want:     Process{PID: 42},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := fakeProc(t, int(tc.cred.PID), tc.files, tc.exe)
+			got := Read(root, tc.cred, tc.accepted)
+			if !equal(got, &tc.want) {
+				t.Errorf("Read = %s\nwant %s", show(got), show(&tc.want))
+			}
+		})
+	}
+}
+
+func equal(a, b *Process) bool { return show(a) == show(b) }
+
+func show(p *Process) string {
+	s := func(v *uint32) string {
+		if v == nil {
+			return "nil"
+		}
+		return strconv.FormatUint(uint64(*v), 10)
+	}
+	return strings.Join([]string{strconv.Itoa(int(p.PID)), strconv.Itoa(int(p.UID)), strconv.Itoa(int(p.GID)),
+		s(p.LoginUID), s(p.SessionID), p.Exe, strings.Join(p.Cmdline, "|"), strconv.FormatBool(p.Kubelet), strconv.FormatBool(p.Exited)}, " ")
+}
+
+// TestFromConnNamesThisProcess reads a real socket's peer: this test.
+func TestFromConnNamesThisProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := FromConn(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	if int(p.PID) != os.Getpid() || int(p.UID) != os.Getuid() || p.Exe != exe || p.Exited || p.Kubelet || len(p.Cmdline) == 0 || p.Cmdline[0] != os.Args[0] {
+		t.Errorf("FromConn = %s; want this process (pid %d, exe %s)", show(p), os.Getpid(), exe)
+	}
+	if _, err := FromConn(&net.TCPConn{}); err == nil {
+		t.Error("FromConn of a TCP connection: no error")
+	}
+}
+
+func TestFromContext(t *testing.T) {
+	p := &Process{PID: 1, Kubelet: true}
+	if got := FromContext(NewContext(context.Background(), p)); got != p {
+		t.Errorf("from NewContext: %v", got)
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: AuthInfo{Process: p}})
+	if got := FromContext(ctx); got != p {
+		t.Errorf("from the gRPC peer: %v", got)
+	}
+	if got := FromContext(context.Background()); got != nil || got.IsKubelet() || got.Label() != "other" {
+		t.Errorf("no caller: %v, kubelet %v, label %q", got, got.IsKubelet(), got.Label())
+	}
+}
+
+// BenchmarkFromConn is what identifying a connection's caller costs, once
+// per connection.
+func BenchmarkFromConn(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "s")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromConn(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
