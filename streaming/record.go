@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ type recording struct {
 // startRecording creates the session's recording when the node's mode, or
 // the pod's annotation, selects it; nil otherwise. Port-forward carries
 // arbitrary TCP, never a terminal: it is never recorded.
-func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string, log *slog.Logger) *recording {
+func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logger) *recording {
 	var tty bool
 	var argv []string
 	switch req := p.req.(type) {
@@ -47,10 +46,6 @@ func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string
 	}
 	mode := s.cfg.Record.Mode.Stronger(p.record)
 	if !mode.Records(tty) {
-		return nil
-	}
-	if !isSPDY(r) {
-		log.Warn("session not recorded: only SPDY streams are parsed, this client speaks WebSocket", "record_mode", mode)
 		return nil
 	}
 	if id == "" {
@@ -70,6 +65,15 @@ func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string
 		log:  log.With("recording", f.Name()),
 		errs: s.cfg.RecordErrors,
 	}
+}
+
+// sinks is the recording as the sinks of a translated session: none when
+// the session is not recorded.
+func (rec *recording) sinks() []streamSink {
+	if rec == nil {
+		return nil
+	}
+	return []streamSink{rec}
 }
 
 // podContainer names a session's container for the recording's title.

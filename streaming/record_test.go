@@ -3,7 +3,6 @@ package streaming
 import (
 	"bytes"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +14,8 @@ import (
 )
 
 // TestStartRecording: which sessions the node's mode and the pod's
-// annotation select; port-forward never; WebSocket sessions are not
-// recorded, with a warning; a directory that cannot be made is counted.
+// annotation select; port-forward never; a directory that cannot be made
+// is counted.
 func TestStartRecording(t *testing.T) {
 	tty := &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"sh"}, Tty: true}
 	plain := &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"ls"}}
@@ -26,19 +25,17 @@ func TestStartRecording(t *testing.T) {
 		pod      audit.RecordMode
 		kind     Kind
 		req      any
-		upgrade  string
 		dir      string
 		recorded bool
 		warn     string
 		errs     int
 	}{
-		{"tty exec, tty mode", audit.RecordTTY, "", Exec, tty, "SPDY/3.1", "", true, "", 0},
-		{"plain exec, tty mode", audit.RecordTTY, "", Exec, plain, "SPDY/3.1", "", false, "", 0},
-		{"plain exec, all mode", audit.RecordAll, "", Exec, plain, "SPDY/3.1", "", true, "", 0},
-		{"tty attach, pod asks", audit.RecordNone, audit.RecordTTY, Attach, &runtimeapi.AttachRequest{Tty: true}, "SPDY/3.1", "", true, "", 0},
-		{"port-forward, all mode", audit.RecordAll, audit.RecordAll, PortForward, &runtimeapi.PortForwardRequest{}, "SPDY/3.1", "", false, "", 0},
-		{"websocket", audit.RecordAll, "", Exec, tty, "websocket", "", false, "only SPDY streams are parsed", 0},
-		{"unwritable dir", audit.RecordAll, "", Exec, tty, "SPDY/3.1", "/dev/null/sessions", false, "session not recorded", 1},
+		{"tty exec, tty mode", audit.RecordTTY, "", Exec, tty, "", true, "", 0},
+		{"plain exec, tty mode", audit.RecordTTY, "", Exec, plain, "", false, "", 0},
+		{"plain exec, all mode", audit.RecordAll, "", Exec, plain, "", true, "", 0},
+		{"tty attach, pod asks", audit.RecordNone, audit.RecordTTY, Attach, &runtimeapi.AttachRequest{Tty: true}, "", true, "", 0},
+		{"port-forward, all mode", audit.RecordAll, audit.RecordAll, PortForward, &runtimeapi.PortForwardRequest{}, "", false, "", 0},
+		{"unwritable dir", audit.RecordAll, "", Exec, tty, "/dev/null/sessions", false, "session not recorded", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,9 +46,7 @@ func TestStartRecording(t *testing.T) {
 			errs := &countRecordErrors{}
 			s := &Server{cfg: Config{Record: audit.RecordConfig{Mode: tt.node, Dir: dir}, RecordErrors: errs}}
 			var logs bytes.Buffer
-			r, _ := http.NewRequest("POST", "http://x/", nil)
-			r.Header.Set("Upgrade", tt.upgrade)
-			rec := s.startRecording(tt.kind, pending{req: tt.req, record: tt.pod}, r, "id1", slog.New(slog.NewTextHandler(&logs, nil)))
+			rec := s.startRecording(tt.kind, pending{req: tt.req, record: tt.pod}, "id1", slog.New(slog.NewTextHandler(&logs, nil)))
 			if (rec != nil) != tt.recorded {
 				t.Fatalf("recorded %v, want %v", rec != nil, tt.recorded)
 			}

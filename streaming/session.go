@@ -76,7 +76,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 			return
 		}
 		// Only now: a session the runtime refused leaves no empty file.
-		sess.tapStreams(s.startRecording(kind, p, r, audited.ID(), log), audited != nil && kind == Exec, r)
+		rec := s.startRecording(kind, p, audited.ID(), log)
 		// Before the ended event, which names the file: the parsers end
 		// with the copies, which the proxy has ended by then.
 		defer func() {
@@ -84,6 +84,14 @@ func (s *Server) handler(kind Kind) http.Handler {
 			sess.rec.close()
 		}()
 		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
+		if kind != PortForward && isWebSocket(r) {
+			sess.rec = rec
+			s.translate(w, r, sess, loc, req, rec.sinks(), log)
+			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
+				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
+			return
+		}
+		sess.tapStreams(rec, audited != nil && kind == Exec, r)
 		transport := &http.Transport{
 			DialContext: sess.dial,
 			// As the kubelet reaches the runtime: verified, never h2.
@@ -236,6 +244,9 @@ type session struct {
 	tap  *spdyTap
 	exit *exitStatus
 	rec  *recording
+	// exited is the exit code of a translated (WebSocket) exec, which
+	// crishim reads from its own SPDY client rather than from a tap.
+	exited atomic.Pointer[int32]
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -368,12 +379,18 @@ func (sess *session) tapStreams(rec *recording, exit bool, r *http.Request) {
 // exitCode is the exec's exit code, when its streams said it; read once
 // both directions ended.
 func (sess *session) exitCode() (int32, bool) {
+	if code := sess.exited.Load(); code != nil {
+		return *code, sess.kind == Exec
+	}
 	if sess.tap == nil || sess.exit == nil {
 		return 0, false
 	}
 	sess.tap.wait()
 	return parseExitStatus(sess.exit.status)
 }
+
+// setExit keeps a translated session's exit code.
+func (sess *session) setExit(code int32) { sess.exited.Store(&code) }
 
 // waitCopies waits for the copies running now; the connections are closed,
 // so they are at their end.
