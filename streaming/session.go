@@ -91,13 +91,15 @@ func (s *Server) handler(kind Kind) http.Handler {
 				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 			return
 		}
-		sess.tapStreams(rec, audited != nil && kind == Exec, r)
-		transport := &http.Transport{
-			DialContext: sess.dial,
-			// As the kubelet reaches the runtime: verified, never h2.
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		sess.tapStreams(rec, audited != nil && kind == Exec, audited != nil && kind == PortForward, r)
+		if kind == PortForward && isTunnel(r) {
+			sess.tapPorts(audited != nil)
+			s.tunnel(w, r, sess, loc, log)
+			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
+				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
+			return
 		}
-		h := proxy.NewUpgradeAwareHandler(loc, transport, false, true, upgradeResponder{log: log, sess: sess})
+		h := proxy.NewUpgradeAwareHandler(loc, sess.runtimeTransport(), false, true, upgradeResponder{log: log, sess: sess})
 		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(klog.NewContext(sess.ctx, proxyLogger(log))))
 		// The proxy returns when one direction ends, having closed both
 		// connections; the other may still be counting its last chunk. A
@@ -138,6 +140,10 @@ func (sess *session) auditEnd(ev *audit.Event) {
 	}
 	if code, ok := sess.exitCode(); ok {
 		ev.ExitCode = audit.Ptr(code)
+	}
+	if sess.ports != nil && len(ev.Ports) == 0 {
+		sess.tap.wait()
+		ev.Ports = sess.ports.list()
 	}
 	if sess.rec != nil {
 		ev.Recording = sess.rec.path
@@ -244,6 +250,9 @@ type session struct {
 	tap  *spdyTap
 	exit *exitStatus
 	rec  *recording
+	// ports are those an audited port-forward's client opened streams
+	// to, read from its SPDY (its CRI request names none).
+	ports *portsSeen
 	// exited is the exit code of a translated (WebSocket) exec, which
 	// crishim reads from its own SPDY client rather than from a tap.
 	exited atomic.Pointer[int32]
@@ -302,6 +311,16 @@ func (sess *session) cut() {
 		_ = c.Close()
 	}
 	sess.conns = nil
+}
+
+// runtimeTransport reaches the runtime's stream server as the kubelet
+// does: verified, never h2; through dial, so counted and cut with the
+// session.
+func (sess *session) runtimeTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:     sess.dial,
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+	}
 }
 
 // dial opens the connection to the runtime's stream server, counting the
@@ -363,7 +382,7 @@ func (sess *session) copyEnded() {
 
 // tapStreams parses the session's streams when they are recorded or the
 // exit code is audited; otherwise the copy stays in the kernel.
-func (sess *session) tapStreams(rec *recording, exit bool, r *http.Request) {
+func (sess *session) tapStreams(rec *recording, exit, ports bool, r *http.Request) {
 	var sinks []streamSink
 	if exit {
 		sess.exit = &exitStatus{}
@@ -373,7 +392,20 @@ func (sess *session) tapStreams(rec *recording, exit bool, r *http.Request) {
 		sess.rec = rec
 		sinks = append(sinks, rec)
 	}
+	if ports {
+		sess.ports = &portsSeen{}
+		sinks = append(sinks, sess.ports)
+	}
 	sess.tap = newSPDYTap(r, sinks...)
+}
+
+// tapPorts parses a tunnelled port-forward's SPDY for its ports, when
+// audited.
+func (sess *session) tapPorts(audited bool) {
+	if audited {
+		sess.ports = &portsSeen{}
+		sess.tap = newTap(sess.ports)
+	}
 }
 
 // exitCode is the exec's exit code, when its streams said it; read once

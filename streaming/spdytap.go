@@ -41,7 +41,17 @@ func newSPDYTap(r *http.Request, sinks ...streamSink) *spdyTap {
 	if len(sinks) == 0 || !isSPDY(r) {
 		return nil
 	}
+	return newTap(sinks...)
+}
+
+func newTap(sinks ...streamSink) *spdyTap {
 	return &spdyTap{types: map[spdy.StreamId]string{}, held: map[spdy.StreamId][]byte{}, sinks: sinks}
+}
+
+// streamOpener is a sink told each stream's headers as the client opens
+// it (a port-forward's stream names its port).
+type streamOpener interface {
+	opened(h http.Header)
 }
 
 func isSPDY(r *http.Request) bool {
@@ -87,6 +97,11 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 		}
 		typ := f.Headers.Get("streamtype")
 		t.types[f.StreamId] = typ
+		for _, s := range t.sinks {
+			if o, ok := s.(streamOpener); ok {
+				o.opened(f.Headers)
+			}
+		}
 		if b := t.held[f.StreamId]; len(b) > 0 {
 			delete(t.held, f.StreamId)
 			t.deliver(typ, b)

@@ -2,7 +2,6 @@ package streaming
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -140,11 +139,7 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, sess *session
 // as the proxied sessions are (counted, cut with the session).
 func (s *Server) spdyExecutor(sess *session, loc *url.URL) func() (remotecommand.Executor, error) {
 	return func() (remotecommand.Executor, error) {
-		transport := &http.Transport{
-			DialContext:     sess.dial,
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
-		}
-		rt, err := spdy.NewRoundTripperWithConfig(spdy.RoundTripperConfig{UpgradeTransport: transport, PingPeriod: 5 * time.Second})
+		rt, err := spdy.NewRoundTripperWithConfig(spdy.RoundTripperConfig{UpgradeTransport: sess.runtimeTransport(), PingPeriod: 5 * time.Second})
 		if err != nil {
 			return nil, fmt.Errorf("SPDY round tripper: %w", err)
 		}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -116,4 +119,63 @@ func TestRecordSessionsWebSocket(t *testing.T) {
 	if _, shown := castOutput(t, ended.Recording); !strings.Contains(shown, "ws-out") {
 		t.Errorf("output events %q lack ws-out", shown)
 	}
+}
+
+// TestPortForwardOverWebSocketTunnelAudited: client-go's port-forward over
+// WebSocket (NewSPDYOverWebsocketDialer: SPDY inside WebSocket, as crictl
+// -r websocket and kubectl speak it to the API server; no runtime serves it)
+// forwards through crishim to an echo server in the pod, with a CRI request
+// naming no port, as crictl's; the session's ended audit event names the
+// port the client forwarded to.
+func TestPortForwardOverWebSocketTunnelAudited(t *testing.T) {
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	d := startCrishim(t, testbed.Endpoint, "--audit-log", auditPath)
+	rs, _ := criClients(t, d.Endpoint)
+	podID := echoPod(t, d.Endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	resp, err := rs.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID})
+	if err != nil {
+		t.Fatalf("PortForward: %v", err)
+	}
+	u, _ := url.Parse(resp.Url)
+	dialer, err := portforward.NewSPDYOverWebsocketDialer(u, &rest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, ready := make(chan struct{}), make(chan struct{})
+	var fwOut, fwErr lockedBuffer
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stop, ready, &fwOut, &fwErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwDone := make(chan error, 1)
+	go func() { fwDone <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-fwDone:
+		t.Fatalf("port-forward: %v\n%s", err, fwErr.String())
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echoOnce(fmt.Sprintf("127.0.0.1:%d", ports[0].Local)); err != nil {
+		t.Fatalf("echo through the port-forward: %v\n%s", err, fwErr.String())
+	}
+	close(stop)
+	<-fwDone
+
+	eventually(t, "the port-forward's ended event", func() error {
+		for _, ev := range readAudit(t, auditPath) {
+			if ev.Stage == audit.StageEnded && ev.Kind == audit.KindPortForward {
+				if len(ev.Ports) != 1 || ev.Ports[0] != echoPort || ev.PodSandboxID != podID {
+					return fmt.Errorf("ended event %+v: want pod %s and port %d", ev, podID, echoPort)
+				}
+				return nil
+			}
+		}
+		return os.ErrNotExist
+	})
 }
