@@ -51,6 +51,11 @@ func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logge
 	if id == "" {
 		id = audit.NewID()
 	}
+	if err := s.recordBudget.Admit(); err != nil {
+		s.cfg.RecordErrors.RecordError()
+		log.Warn("session not recorded", "err", err)
+		return nil
+	}
 	f, err := audit.CreateRecording(s.cfg.Record.Dir, id, time.Now())
 	if err != nil {
 		s.cfg.RecordErrors.RecordError()
@@ -61,7 +66,7 @@ func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logge
 	return &recording{
 		path: f.Name(),
 		f:    f,
-		cast: audit.NewCast(f, hdr, s.cfg.Record.MaxBytes, s.cfg.Record.Input, time.Now),
+		cast: audit.NewCast(s.recordBudget.Writer(f), hdr, s.cfg.Record.MaxBytes, s.cfg.Record.Input, time.Now),
 		log:  log.With("recording", f.Name()),
 		errs: s.cfg.RecordErrors,
 	}

@@ -65,3 +65,41 @@ func TestStartRecording(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordDirectoryBound: with --record-max-total-bytes, a session
+// starting while the directory is full is not recorded and a recording
+// that reaches the bound stops, each counted; the session is not touched.
+func TestRecordDirectoryBound(t *testing.T) {
+	dir := t.TempDir()
+	errs := &countRecordErrors{}
+	s := &Server{
+		cfg:          Config{Record: audit.RecordConfig{Mode: audit.RecordAll, Dir: dir}, RecordErrors: errs},
+		recordBudget: audit.NewRecordBudget(dir, 1000),
+	}
+	req := pending{req: &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"ls"}}}
+	log := slog.New(slog.DiscardHandler)
+
+	rec := s.startRecording(Exec, req, "id1", log)
+	if rec == nil {
+		t.Fatal("an empty directory refused a recording")
+	}
+	rec.data("stdout", bytes.Repeat([]byte("o"), 2000))
+	rec.close()
+	if errs.n != 1 {
+		t.Errorf("%d record errors after a recording reached the bound, want 1", errs.n)
+	}
+	if fi, err := os.Stat(rec.path); err != nil || fi.Size() > 1000 {
+		t.Fatalf("recording %v (%v): want at most 1000 bytes", fi, err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s.startRecording(Exec, req, "id2", log); rec != nil {
+		rec.close()
+		t.Fatal("a full directory took a new recording")
+	}
+	if errs.n != 2 {
+		t.Errorf("%d record errors after a refused recording, want 2", errs.n)
+	}
+}
