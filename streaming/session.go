@@ -380,21 +380,24 @@ func (sess *session) copyEnded() {
 	sess.mu.Unlock()
 }
 
-// tapStreams parses the session's streams when they are recorded or the
-// exit code is audited; otherwise the copy stays in the kernel.
+// tapStreams parses the session's SPDY when it is recorded, or the exit
+// code or the ports are audited; otherwise the copy stays in the kernel.
 func (sess *session) tapStreams(rec *recording, exit, ports bool, r *http.Request) {
+	sess.rec = rec
+	if !isSPDY(r) {
+		return
+	}
+	if ports {
+		sess.tapPorts(true) // port-forward is never recorded, has no exit code
+		return
+	}
 	var sinks []streamSink
 	if exit {
 		sess.exit = &exitStatus{}
 		sinks = append(sinks, sess.exit)
 	}
 	if rec != nil {
-		sess.rec = rec
 		sinks = append(sinks, rec)
-	}
-	if ports {
-		sess.ports = &portsSeen{}
-		sinks = append(sinks, sess.ports)
 	}
 	sess.tap = newSPDYTap(r, sinks...)
 }
@@ -405,6 +408,7 @@ func (sess *session) tapPorts(audited bool) {
 	if audited {
 		sess.ports = &portsSeen{}
 		sess.tap = newTap(sess.ports)
+		sess.tap.headersOnly = true
 	}
 }
 

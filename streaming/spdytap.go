@@ -33,6 +33,10 @@ type spdyTap struct {
 	held    map[spdy.StreamId][]byte
 	sinks   []streamSink
 	parsers sync.WaitGroup
+	// headersOnly keeps nothing per stream and skips data: a
+	// port-forward's client opens a stream pair per connection, for the
+	// session's life, and only its headers (the port) are wanted.
+	headersOnly bool
 }
 
 // newSPDYTap returns nil unless the request upgrades to SPDY and some sink
@@ -95,18 +99,24 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 		if !toRuntime {
 			return
 		}
-		typ := f.Headers.Get("streamtype")
-		t.types[f.StreamId] = typ
 		for _, s := range t.sinks {
 			if o, ok := s.(streamOpener); ok {
 				o.opened(f.Headers)
 			}
 		}
+		if t.headersOnly {
+			return
+		}
+		typ := f.Headers.Get("streamtype")
+		t.types[f.StreamId] = typ
 		if b := t.held[f.StreamId]; len(b) > 0 {
 			delete(t.held, f.StreamId)
 			t.deliver(typ, b)
 		}
 	case *spdy.DataFrame:
+		if t.headersOnly {
+			return
+		}
 		typ, known := t.types[f.StreamId]
 		if !known {
 			if b := t.held[f.StreamId]; len(b)+len(f.Data) <= heldMax {
