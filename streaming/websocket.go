@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -178,10 +179,16 @@ func (t *translation) run(sess *session, newExecutor func() (remotecommand.Execu
 	}
 	stdinR, stdinW := io.Pipe()
 	sizes := &sizeQueue{ch: make(chan remotecommand.TerminalSize, 1), done: make(chan struct{})}
+	// A client gone ends the runtime's side too, as a proxied session's
+	// closed connection does, even for a command that neither reads nor
+	// writes.
+	ctx, clientGone := context.WithCancel(sess.ctx)
+	defer clientGone()
 	var reader sync.WaitGroup
 	reader.Add(1)
 	go func() {
 		defer reader.Done()
+		defer clientGone()
 		t.readLoop(stdinW, sizes)
 	}()
 	defer func() {
@@ -208,9 +215,12 @@ func (t *translation) run(sess *session, newExecutor func() (remotecommand.Execu
 	}
 	exec, err := newExecutor()
 	if err == nil {
-		err = exec.StreamWithContext(sess.ctx, opts)
+		err = exec.StreamWithContext(ctx, opts)
 	}
-	st := t.result(sess, err)
+	st, tell := t.result(sess, err, ctx.Err() != nil && sess.ctx.Err() == nil)
+	if !tell {
+		return
+	}
 	_ = t.conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
 	t.writeStatus(st)
 	t.wmu.Lock()
@@ -219,13 +229,15 @@ func (t *translation) run(sess *session, newExecutor func() (remotecommand.Execu
 }
 
 // result is the status the client is told, and what the session's audit
-// events say: the exit code, or why the session failed.
-func (t *translation) result(sess *session, err error) metav1.Status {
+// events say: the exit code, or why the session failed. tell is false when
+// the client went away (clientGone), which is how sessions normally end,
+// not a failure, and leaves nobody to tell.
+func (t *translation) result(sess *session, err error, clientGone bool) (st metav1.Status, tell bool) {
 	var exitErr utilexec.ExitError
 	switch {
 	case err == nil:
 		sess.setExit(0)
-		return metav1.Status{Status: metav1.StatusSuccess}
+		return metav1.Status{Status: metav1.StatusSuccess}, true
 	case errors.As(err, &exitErr) && exitErr.Exited():
 		sess.setExit(int32(exitErr.ExitStatus()))
 		return metav1.Status{
@@ -236,11 +248,14 @@ func (t *translation) result(sess *session, err error) metav1.Status {
 				Type:    rcconst.ExitCodeCauseType,
 				Message: strconv.Itoa(exitErr.ExitStatus()),
 			}}},
-		}
+		}, true
+	case clientGone:
+		t.log.Debug("client gone; the runtime's side closed", "err", err)
+		return metav1.Status{}, false
 	}
 	sess.err = fmt.Errorf("runtime stream: %w", err)
 	t.log.Warn("stream to the runtime failed", "err", err)
-	return metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonInternalError, Message: sess.err.Error(), Code: http.StatusInternalServerError}
+	return metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonInternalError, Message: sess.err.Error(), Code: http.StatusInternalServerError}, true
 }
 
 // writeStatus ends the error channel as the runtimes do: a metav1.Status

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -177,5 +178,35 @@ func TestPortForwardOverWebSocketTunnelAudited(t *testing.T) {
 			}
 		}
 		return os.ErrNotExist
+	})
+}
+
+// TestWebSocketClientGoneEndsSession: a WebSocket client that goes away
+// mid-session ends crishim's session, and its connection to the runtime,
+// even while the command neither reads nor writes (as a proxied session's
+// closed connection does).
+func TestWebSocketClientGoneEndsSession(t *testing.T) {
+	d := startCrishim(t, testbed.Endpoint)
+	rs, _ := criClients(t, d.Endpoint)
+	_, _, ctrID := podWithContainer(t, rs, "ws-gone", sleeperScript)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"sleep", "600"}, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, hangUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- websocketV5Executor(t, resp.Url).StreamWithContext(sctx, remotecommand.StreamOptions{Stdout: io.Discard})
+	}()
+	waitUntil(t, ctx, "the session to start", func() bool {
+		return scrape(t, d.Metrics)[`crishim_stream_sessions_active{kind="exec"}`] == 1
+	})
+	hangUp()
+	<-done
+	waitUntil(t, ctx, "crishim's session to end", func() bool {
+		return scrape(t, d.Metrics)[`crishim_stream_sessions_active{kind="exec"}`] == 0
 	})
 }
