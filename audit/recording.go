@@ -1,9 +1,13 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,7 +55,10 @@ type RecordConfig struct {
 	Mode     RecordMode // --record-sessions
 	Dir      string     // --record-dir
 	MaxBytes int64      // --record-max-bytes per session; 0 is no limit
-	Input    bool       // --record-input
+	// MaxTotalBytes bounds the directory as a whole
+	// (--record-max-total-bytes); 0 is no limit.
+	MaxTotalBytes int64
+	Input         bool // --record-input
 }
 
 // RecordErrors is what recordings report their write failures to
@@ -75,3 +82,92 @@ func CreateRecording(dir, id string, t time.Time) (*os.File, error) {
 
 // NewID is a fresh session ID, as audit events carry.
 func NewID() string { return newID() }
+
+// ErrRecordDirFull is why a recording is not started, or stopped: the
+// recording directory holds --record-max-total-bytes.
+var ErrRecordDirFull = errors.New("recording directory full (--record-max-total-bytes)")
+
+// RecordBudget bounds what the recording directory holds as a whole, so
+// that sessions, which anyone allowed to exec can open, cannot fill the
+// file system under it. Nothing is ever deleted: once the directory is
+// full, new sessions are not recorded and running recordings stop, each
+// counted and logged, until an operator moves recordings away. A nil
+// *RecordBudget bounds nothing.
+type RecordBudget struct {
+	dir string
+	max int64
+	// used is the directory's size as last measured, plus what was
+	// written since.
+	used atomic.Int64
+}
+
+// NewRecordBudget bounds dir to max bytes; nil when max is 0 (no limit).
+func NewRecordBudget(dir string, max int64) *RecordBudget {
+	if max <= 0 {
+		return nil
+	}
+	return &RecordBudget{dir: dir, max: max}
+}
+
+// Admit measures the directory afresh (an operator may have removed
+// recordings) and refuses a new recording once it is full.
+func (b *RecordBudget) Admit() error {
+	if b == nil {
+		return nil
+	}
+	n, err := dirBytes(b.dir)
+	if err != nil {
+		return fmt.Errorf("--record-dir: %w", err)
+	}
+	b.used.Store(n)
+	if n >= b.max {
+		return fmt.Errorf("%w: %s holds %d bytes, the limit is %d", ErrRecordDirFull, b.dir, n, b.max)
+	}
+	return nil
+}
+
+// Writer charges what is written to w to the budget. A write that would
+// take the directory past the limit fails whole, so the file ends with a
+// complete line.
+func (b *RecordBudget) Writer(w io.Writer) io.Writer {
+	if b == nil {
+		return w
+	}
+	return budgetWriter{w: w, b: b}
+}
+
+type budgetWriter struct {
+	w io.Writer
+	b *RecordBudget
+}
+
+func (bw budgetWriter) Write(p []byte) (int, error) {
+	n := int64(len(p))
+	if bw.b.used.Add(n) > bw.b.max {
+		bw.b.used.Add(-n)
+		return 0, ErrRecordDirFull
+	}
+	return bw.w.Write(p)
+}
+
+// dirBytes is the size of the regular files in dir; a directory not made
+// yet holds nothing.
+func dirBytes(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil { // removed meanwhile: nothing
+			total += fi.Size()
+		}
+	}
+	return total, nil
+}

@@ -34,7 +34,8 @@ type Config struct {
 	Audit *audit.Log
 	// Record selects the exec and attach sessions recorded, and where
 	// (--record-sessions, --record-dir, --record-max-bytes,
-	// --record-input); RecordErrors counts recordings that failed.
+	// --record-max-total-bytes, --record-input); RecordErrors counts
+	// recordings that failed.
 	Record       audit.RecordConfig
 	RecordErrors audit.RecordErrors
 	// TracerProvider traces each session (--tracing-endpoint); nil traces

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ type recording struct {
 // startRecording creates the session's recording when the node's mode, or
 // the pod's annotation, selects it; nil otherwise. Port-forward carries
 // arbitrary TCP, never a terminal: it is never recorded.
-func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string, log *slog.Logger) *recording {
+func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logger) *recording {
 	var tty bool
 	var argv []string
 	switch req := p.req.(type) {
@@ -49,12 +48,13 @@ func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string
 	if !mode.Records(tty) {
 		return nil
 	}
-	if !isSPDY(r) {
-		log.Warn("session not recorded: only SPDY streams are parsed, this client speaks WebSocket", "record_mode", mode)
-		return nil
-	}
 	if id == "" {
 		id = audit.NewID()
+	}
+	if err := s.recordBudget.Admit(); err != nil {
+		s.cfg.RecordErrors.RecordError()
+		log.Warn("session not recorded", "err", err)
+		return nil
 	}
 	f, err := audit.CreateRecording(s.cfg.Record.Dir, id, time.Now())
 	if err != nil {
@@ -66,10 +66,19 @@ func (s *Server) startRecording(kind Kind, p pending, r *http.Request, id string
 	return &recording{
 		path: f.Name(),
 		f:    f,
-		cast: audit.NewCast(f, hdr, s.cfg.Record.MaxBytes, s.cfg.Record.Input, time.Now),
+		cast: audit.NewCast(s.recordBudget.Writer(f), hdr, s.cfg.Record.MaxBytes, s.cfg.Record.Input, time.Now),
 		log:  log.With("recording", f.Name()),
 		errs: s.cfg.RecordErrors,
 	}
+}
+
+// sinks is the recording as the sinks of a translated session: none when
+// the session is not recorded.
+func (rec *recording) sinks() []streamSink {
+	if rec == nil {
+		return nil
+	}
+	return []streamSink{rec}
 }
 
 // podContainer names a session's container for the recording's title.

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/gorilla/websocket"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -89,5 +91,37 @@ func TestRecordedSessionThroughServer(t *testing.T) {
 	b, err := os.ReadFile(end.Recording)
 	if err != nil || strings.Count(string(b), `"o", "hello\r\n"]`) != 2 {
 		t.Errorf("recording %s (%v): want the stdout data twice", b, err)
+	}
+}
+
+// atomicRecordErrors counts record errors reported from the server's
+// goroutines.
+type atomicRecordErrors struct{ n atomic.Int64 }
+
+func (c *atomicRecordErrors) RecordError() { c.n.Add(1) }
+
+// TestWebSocketRecordErrorsAreCounted: a WebSocket session selected for
+// recording whose file cannot be made is counted in
+// crishim_record_errors_total, as a SPDY one is; the session itself goes
+// on.
+func TestWebSocketRecordErrorsAreCounted(t *testing.T) {
+	cfg := testConfig()
+	errs := &atomicRecordErrors{}
+	cfg.Record = audit.RecordConfig{Mode: audit.RecordAll, Dir: "/dev/null/sessions"}
+	cfg.RecordErrors = errs
+	s := startServer(t, cfg)
+	u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"ls"}, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := websocket.Dialer{Subprotocols: []string{"v5.channel.k8s.io"}}
+	c, _, err := d.Dial("ws://"+s.Addr()+pathOf(t, u), nil)
+	if err != nil {
+		t.Fatalf("WebSocket session refused: %v", err)
+	}
+	defer c.Close()
+	// The recording is started before the client's upgrade is answered.
+	if n := errs.n.Load(); n != 1 {
+		t.Errorf("%d record errors, want 1", n)
 	}
 }

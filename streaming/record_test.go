@@ -3,7 +3,6 @@ package streaming
 import (
 	"bytes"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +14,8 @@ import (
 )
 
 // TestStartRecording: which sessions the node's mode and the pod's
-// annotation select; port-forward never; WebSocket sessions are not
-// recorded, with a warning; a directory that cannot be made is counted.
+// annotation select; port-forward never; a directory that cannot be made
+// is counted.
 func TestStartRecording(t *testing.T) {
 	tty := &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"sh"}, Tty: true}
 	plain := &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"ls"}}
@@ -26,19 +25,17 @@ func TestStartRecording(t *testing.T) {
 		pod      audit.RecordMode
 		kind     Kind
 		req      any
-		upgrade  string
 		dir      string
 		recorded bool
 		warn     string
 		errs     int
 	}{
-		{"tty exec, tty mode", audit.RecordTTY, "", Exec, tty, "SPDY/3.1", "", true, "", 0},
-		{"plain exec, tty mode", audit.RecordTTY, "", Exec, plain, "SPDY/3.1", "", false, "", 0},
-		{"plain exec, all mode", audit.RecordAll, "", Exec, plain, "SPDY/3.1", "", true, "", 0},
-		{"tty attach, pod asks", audit.RecordNone, audit.RecordTTY, Attach, &runtimeapi.AttachRequest{Tty: true}, "SPDY/3.1", "", true, "", 0},
-		{"port-forward, all mode", audit.RecordAll, audit.RecordAll, PortForward, &runtimeapi.PortForwardRequest{}, "SPDY/3.1", "", false, "", 0},
-		{"websocket", audit.RecordAll, "", Exec, tty, "websocket", "", false, "only SPDY streams are parsed", 0},
-		{"unwritable dir", audit.RecordAll, "", Exec, tty, "SPDY/3.1", "/dev/null/sessions", false, "session not recorded", 1},
+		{"tty exec, tty mode", audit.RecordTTY, "", Exec, tty, "", true, "", 0},
+		{"plain exec, tty mode", audit.RecordTTY, "", Exec, plain, "", false, "", 0},
+		{"plain exec, all mode", audit.RecordAll, "", Exec, plain, "", true, "", 0},
+		{"tty attach, pod asks", audit.RecordNone, audit.RecordTTY, Attach, &runtimeapi.AttachRequest{Tty: true}, "", true, "", 0},
+		{"port-forward, all mode", audit.RecordAll, audit.RecordAll, PortForward, &runtimeapi.PortForwardRequest{}, "", false, "", 0},
+		{"unwritable dir", audit.RecordAll, "", Exec, tty, "/dev/null/sessions", false, "session not recorded", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,9 +46,7 @@ func TestStartRecording(t *testing.T) {
 			errs := &countRecordErrors{}
 			s := &Server{cfg: Config{Record: audit.RecordConfig{Mode: tt.node, Dir: dir}, RecordErrors: errs}}
 			var logs bytes.Buffer
-			r, _ := http.NewRequest("POST", "http://x/", nil)
-			r.Header.Set("Upgrade", tt.upgrade)
-			rec := s.startRecording(tt.kind, pending{req: tt.req, record: tt.pod}, r, "id1", slog.New(slog.NewTextHandler(&logs, nil)))
+			rec := s.startRecording(tt.kind, pending{req: tt.req, record: tt.pod}, "id1", slog.New(slog.NewTextHandler(&logs, nil)))
 			if (rec != nil) != tt.recorded {
 				t.Fatalf("recorded %v, want %v", rec != nil, tt.recorded)
 			}
@@ -68,5 +63,43 @@ func TestStartRecording(t *testing.T) {
 				t.Errorf("%d record errors, want %d", errs.n, tt.errs)
 			}
 		})
+	}
+}
+
+// TestRecordDirectoryBound: with --record-max-total-bytes, a session
+// starting while the directory is full is not recorded and a recording
+// that reaches the bound stops, each counted; the session is not touched.
+func TestRecordDirectoryBound(t *testing.T) {
+	dir := t.TempDir()
+	errs := &countRecordErrors{}
+	s := &Server{
+		cfg:          Config{Record: audit.RecordConfig{Mode: audit.RecordAll, Dir: dir}, RecordErrors: errs},
+		recordBudget: audit.NewRecordBudget(dir, 1000),
+	}
+	req := pending{req: &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"ls"}}}
+	log := slog.New(slog.DiscardHandler)
+
+	rec := s.startRecording(Exec, req, "id1", log)
+	if rec == nil {
+		t.Fatal("an empty directory refused a recording")
+	}
+	rec.data("stdout", bytes.Repeat([]byte("o"), 2000))
+	rec.close()
+	if errs.n != 1 {
+		t.Errorf("%d record errors after a recording reached the bound, want 1", errs.n)
+	}
+	if fi, err := os.Stat(rec.path); err != nil || fi.Size() > 1000 {
+		t.Fatalf("recording %v (%v): want at most 1000 bytes", fi, err)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "filler"), make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s.startRecording(Exec, req, "id2", log); rec != nil {
+		rec.close()
+		t.Fatal("a full directory took a new recording")
+	}
+	if errs.n != 2 {
+		t.Errorf("%d record errors after a refused recording, want 2", errs.n)
 	}
 }

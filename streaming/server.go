@@ -55,6 +55,8 @@ type Server struct {
 	http    *http.Server
 	serving atomic.Bool
 	tracer  trace.Tracer // nil: sessions are not traced
+	// recordBudget bounds the recording directory (nil: no bound).
+	recordBudget *audit.RecordBudget
 
 	mu       sync.Mutex
 	closing  bool
@@ -112,6 +114,8 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		ln:      ln,
 		base:    scheme + "://" + host,
 		live:    map[*session]struct{}{},
+
+		recordBudget: audit.NewRecordBudget(cfg.Record.Dir, cfg.Record.MaxTotalBytes),
 	}
 	if cfg.TracerProvider != nil {
 		s.tracer = cfg.TracerProvider.Tracer(tracerName)

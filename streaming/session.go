@@ -76,7 +76,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 			return
 		}
 		// Only now: a session the runtime refused leaves no empty file.
-		sess.tapStreams(s.startRecording(kind, p, r, audited.ID(), log), audited != nil && kind == Exec, r)
+		rec := s.startRecording(kind, p, audited.ID(), log)
 		// Before the ended event, which names the file: the parsers end
 		// with the copies, which the proxy has ended by then.
 		defer func() {
@@ -84,12 +84,22 @@ func (s *Server) handler(kind Kind) http.Handler {
 			sess.rec.close()
 		}()
 		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
-		transport := &http.Transport{
-			DialContext: sess.dial,
-			// As the kubelet reaches the runtime: verified, never h2.
-			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		if kind != PortForward && isWebSocket(r) {
+			sess.rec = rec
+			s.translate(w, r, sess, loc, req, rec.sinks(), log)
+			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
+				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
+			return
 		}
-		h := proxy.NewUpgradeAwareHandler(loc, transport, false, true, upgradeResponder{log: log, sess: sess})
+		sess.tapStreams(rec, audited != nil && kind == Exec, audited != nil && kind == PortForward, r)
+		if kind == PortForward && isTunnel(r) {
+			sess.tapPorts(audited != nil)
+			s.tunnel(w, r, sess, loc, log)
+			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
+				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
+			return
+		}
+		h := proxy.NewUpgradeAwareHandler(loc, sess.runtimeTransport(), false, true, upgradeResponder{log: log, sess: sess})
 		h.ServeHTTP(&hijackRecorder{ResponseWriter: w, sess: sess}, r.WithContext(klog.NewContext(sess.ctx, proxyLogger(log))))
 		// The proxy returns when one direction ends, having closed both
 		// connections; the other may still be counting its last chunk. A
@@ -130,6 +140,10 @@ func (sess *session) auditEnd(ev *audit.Event) {
 	}
 	if code, ok := sess.exitCode(); ok {
 		ev.ExitCode = audit.Ptr(code)
+	}
+	if sess.ports != nil && len(ev.Ports) == 0 {
+		sess.tap.wait()
+		ev.Ports = sess.ports.list()
 	}
 	if sess.rec != nil {
 		ev.Recording = sess.rec.path
@@ -236,6 +250,12 @@ type session struct {
 	tap  *spdyTap
 	exit *exitStatus
 	rec  *recording
+	// ports are those an audited port-forward's client opened streams
+	// to, read from its SPDY (its CRI request names none).
+	ports *portsSeen
+	// exited is the exit code of a translated (WebSocket) exec, which
+	// crishim reads from its own SPDY client rather than from a tap.
+	exited atomic.Pointer[int32]
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -291,6 +311,16 @@ func (sess *session) cut() {
 		_ = c.Close()
 	}
 	sess.conns = nil
+}
+
+// runtimeTransport reaches the runtime's stream server as the kubelet
+// does: verified, never h2; through dial, so counted and cut with the
+// session.
+func (sess *session) runtimeTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:     sess.dial,
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+	}
 }
 
 // dial opens the connection to the runtime's stream server, counting the
@@ -350,30 +380,53 @@ func (sess *session) copyEnded() {
 	sess.mu.Unlock()
 }
 
-// tapStreams parses the session's streams when they are recorded or the
-// exit code is audited; otherwise the copy stays in the kernel.
-func (sess *session) tapStreams(rec *recording, exit bool, r *http.Request) {
+// tapStreams parses the session's SPDY when it is recorded, or the exit
+// code or the ports are audited; otherwise the copy stays in the kernel.
+func (sess *session) tapStreams(rec *recording, exit, ports bool, r *http.Request) {
+	sess.rec = rec
+	if !isSPDY(r) {
+		return
+	}
+	if ports {
+		sess.tapPorts(true) // port-forward is never recorded, has no exit code
+		return
+	}
 	var sinks []streamSink
 	if exit {
 		sess.exit = &exitStatus{}
 		sinks = append(sinks, sess.exit)
 	}
 	if rec != nil {
-		sess.rec = rec
 		sinks = append(sinks, rec)
 	}
 	sess.tap = newSPDYTap(r, sinks...)
 }
 
+// tapPorts parses a tunnelled port-forward's SPDY for its ports, when
+// audited.
+func (sess *session) tapPorts(audited bool) {
+	if audited {
+		sess.ports = &portsSeen{}
+		sess.tap = newTap(sess.ports)
+		sess.tap.headersOnly = true
+	}
+}
+
 // exitCode is the exec's exit code, when its streams said it; read once
 // both directions ended.
 func (sess *session) exitCode() (int32, bool) {
+	if code := sess.exited.Load(); code != nil {
+		return *code, sess.kind == Exec
+	}
 	if sess.tap == nil || sess.exit == nil {
 		return 0, false
 	}
 	sess.tap.wait()
 	return parseExitStatus(sess.exit.status)
 }
+
+// setExit keeps a translated session's exit code.
+func (sess *session) setExit(code int32) { sess.exited.Store(&code) }
 
 // waitCopies waits for the copies running now; the connections are closed,
 // so they are at their end.

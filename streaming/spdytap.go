@@ -33,6 +33,10 @@ type spdyTap struct {
 	held    map[spdy.StreamId][]byte
 	sinks   []streamSink
 	parsers sync.WaitGroup
+	// headersOnly keeps nothing per stream and skips data: a
+	// port-forward's client opens a stream pair per connection, for the
+	// session's life, and only its headers (the port) are wanted.
+	headersOnly bool
 }
 
 // newSPDYTap returns nil unless the request upgrades to SPDY and some sink
@@ -41,7 +45,17 @@ func newSPDYTap(r *http.Request, sinks ...streamSink) *spdyTap {
 	if len(sinks) == 0 || !isSPDY(r) {
 		return nil
 	}
+	return newTap(sinks...)
+}
+
+func newTap(sinks ...streamSink) *spdyTap {
 	return &spdyTap{types: map[spdy.StreamId]string{}, held: map[spdy.StreamId][]byte{}, sinks: sinks}
+}
+
+// streamOpener is a sink told each stream's headers as the client opens
+// it (a port-forward's stream names its port).
+type streamOpener interface {
+	opened(h http.Header)
 }
 
 func isSPDY(r *http.Request) bool {
@@ -85,6 +99,14 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 		if !toRuntime {
 			return
 		}
+		for _, s := range t.sinks {
+			if o, ok := s.(streamOpener); ok {
+				o.opened(f.Headers)
+			}
+		}
+		if t.headersOnly {
+			return
+		}
 		typ := f.Headers.Get("streamtype")
 		t.types[f.StreamId] = typ
 		if b := t.held[f.StreamId]; len(b) > 0 {
@@ -92,6 +114,9 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 			t.deliver(typ, b)
 		}
 	case *spdy.DataFrame:
+		if t.headersOnly {
+			return
+		}
 		typ, known := t.types[f.StreamId]
 		if !known {
 			if b := t.held[f.StreamId]; len(b)+len(f.Data) <= heldMax {

@@ -18,6 +18,7 @@ func TestRecordFlags(t *testing.T) {
 		{[]string{"--record-sessions", "all"}, audit.RecordAll, ""},
 		{[]string{"--record-sessions", "some"}, "", "--record-sessions"},
 		{[]string{"--record-max-bytes", "-1"}, "", "--record-max-bytes"},
+		{[]string{"--record-max-total-bytes", "-1"}, "", "--record-max-total-bytes"},
 		{[]string{"--record-dir", ""}, "", "--record-dir"},
 	}
 	for _, tt := range tests {
@@ -28,7 +29,7 @@ func TestRecordFlags(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.record.Mode != tt.mode || c.record.Dir != "/var/log/crishim/sessions" {
+		if err != nil || c.record.Mode != tt.mode || c.record.Dir != "/var/log/crishim/sessions" || c.record.MaxTotalBytes != 1<<30 {
 			t.Errorf("%q: %+v, %v; want mode %q in the default dir", tt.args, c.record, err, tt.mode)
 		}
 	}

@@ -23,6 +23,14 @@ func recordedExec(t *testing.T, rs interface {
 	Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
 }, auditPath, ctrID string, tty bool, cmd ...string) (string, audit.Event) {
 	t.Helper()
+	return recordedExecWith(t, spdyExecutor, rs, auditPath, ctrID, tty, cmd...)
+}
+
+// recordedExecWith is recordedExec with the client newExec makes.
+func recordedExecWith(t *testing.T, newExec func(*testing.T, string) remotecommand.Executor, rs interface {
+	Exec(context.Context, *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error)
+}, auditPath, ctrID string, tty bool, cmd ...string) (string, audit.Event) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: cmd, Tty: tty, Stdin: tty, Stdout: true})
@@ -41,7 +49,7 @@ func recordedExec(t *testing.T, rs interface {
 		opts.TerminalSizeQueue, opts.Stdin = tm, tm.inR
 		defer tm.in.Close()
 	}
-	if err := spdyExecutor(t, resp.Url).StreamWithContext(ctx, opts); err != nil {
+	if err := newExec(t, resp.Url).StreamWithContext(ctx, opts); err != nil {
 		t.Fatalf("exec %q: %v", cmd, err)
 	}
 	var end audit.Event

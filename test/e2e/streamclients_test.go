@@ -20,14 +20,16 @@ import (
 
 // executors are the kubelet's and kubectl's clients for a stream URL.
 // Runtimes serve SPDY up to v4 and WebSocket v4 (v5 is the API server's,
-// translated to SPDY before it reaches a node), so the WebSocket executor is
-// asked for v4.channel.k8s.io.
+// translated to SPDY before it reaches a node); crishim serves WebSocket
+// itself, v5 (client-go's executor as it comes, crictl -r websocket) as well
+// as v4.
 var executors = []struct {
 	name string
 	new  func(t *testing.T, rawURL string) remotecommand.Executor
 }{
 	{"spdy", spdyExecutor},
 	{"websocket", websocketExecutor},
+	{"websocket-v5", websocketV5Executor},
 }
 
 func spdyExecutor(t *testing.T, rawURL string) remotecommand.Executor {
