@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/crishim/crishim/test/buildcache"
 	"github.com/crishim/crishim/test/harness"
@@ -40,10 +41,13 @@ func Build(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read cri-tools go.sum: %w", err)
 	}
-	h := sha256.Sum256(append(sum, runtime.Version()...))
+	// Stamped as cri-tools' release builds are, so `crictl --version` says
+	// which release the tests ran.
+	ldflags := "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=" + strings.TrimPrefix(Version, "v")
+	h := sha256.Sum256(append(sum, runtime.Version()+" "+ldflags...))
 	key := Version + "-" + hex.EncodeToString(h[:])[:12]
 	dir, err := buildcache.Ensure(ctx, crictlCacheDir, key, func(ctx context.Context, tmp string) error {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(tmp, "crictl"), "./cmd/crictl")
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ldflags, "-o", filepath.Join(tmp, "crictl"), "./cmd/crictl")
 		cmd.Dir = m.Dir
 		// As cri-tools' release builds; -mod=readonly: the module cache is
 		// read-only and its go.sum complete.

@@ -2,84 +2,15 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/crishim/crishim/test/buildcache"
-	"github.com/crishim/crishim/test/harness"
 )
-
-// crictlVersion is the cri-tools release whose crictl the tests run, as
-// operators install it: the one whose critest judges crishim
-// (test/conformance), which speaks WebSocket with -r websocket.
-const crictlVersion = "v1.37.0"
-
-var (
-	crictlOnce sync.Once
-	crictlPath string
-	crictlErr  error
-)
-
-// crictl returns the path of an unmodified crictl, built from the cri-tools
-// module once per build key (as test/conformance builds critest: in the
-// module as downloaded, with its own go.mod and go.sum).
-func crictl(t *testing.T) string {
-	t.Helper()
-	crictlOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		crictlPath, crictlErr = buildCrictl(ctx)
-	})
-	if crictlErr != nil {
-		t.Fatal(crictlErr)
-	}
-	return crictlPath
-}
-
-func buildCrictl(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/cri-tools@"+crictlVersion).Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download cri-tools: %w", err)
-	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download cri-tools: %v %s", err, m.Error)
-	}
-	sum, err := os.ReadFile(filepath.Join(m.Dir, "go.sum"))
-	if err != nil {
-		return "", fmt.Errorf("read cri-tools go.sum: %w", err)
-	}
-	ldflags := "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=" + strings.TrimPrefix(crictlVersion, "v")
-	h := sha256.New()
-	h.Write(sum)
-	fmt.Fprintln(h, runtime.Version(), ldflags)
-	key := crictlVersion + "-" + hex.EncodeToString(h.Sum(nil))[:12]
-	dir, err := buildcache.Ensure(ctx, filepath.Join(harness.BaseDir, "crictl-bin"), key, func(ctx context.Context, tmp string) error {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ldflags, "-o", filepath.Join(tmp, "crictl"), "./cmd/crictl")
-		cmd.Dir = m.Dir
-		// As cri-tools' release builds; the module cache is read-only.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build crictl: %w\n%s", err, harness.Tail(out, 4096))
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "crictl"), nil
-}
 
 // crictlCommand is crictl talking to endpoint (a unix socket path) with a
 // config file of its own, never the machine's /etc/crictl.yaml.
@@ -90,7 +21,7 @@ func crictlCommand(ctx context.Context, t *testing.T, endpoint string, args ...s
 	if err := os.WriteFile(config, []byte("runtime-endpoint: "+ep+"\nimage-endpoint: "+ep+"\ntimeout: 60\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return exec.CommandContext(ctx, crictl(t), append([]string{"--config", config}, args...)...)
+	return exec.CommandContext(ctx, crictlBinary(t), append([]string{"--config", config}, args...)...)
 }
 
 // TestCrictlWebSocketSessions: an unmodified crictl speaking WebSocket
