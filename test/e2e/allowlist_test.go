@@ -108,6 +108,26 @@ func TestDebugImageAllowlist(t *testing.T) {
 		refused(testbed.BusyboxImage, testbed.BusyboxImage+"@"+digest)
 	})
 
+	// Without TARGET only the pod's spec says a kubelet container is
+	// ephemeral; without an API server (no --kubeconfig) crishim cannot
+	// tell, creates it unjudged and counts it unknown (test/kube proves the
+	// judged case on a real node).
+	t.Run("no TARGET and no API server: not judged", func(t *testing.T) {
+		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", "registry.corp.example/debug/*")
+		rs, _ := criClients(t, p.Endpoint)
+		podID, pod, _ := podWithApp(t, rs, "allowlist-notarget")
+		cfg := containerConfig("dbg", "exec sleep 3601", map[string]string{
+			"io.kubernetes.pod.namespace": pod.Metadata.Namespace, "io.kubernetes.pod.name": pod.Metadata.Name,
+			"io.kubernetes.pod.uid": pod.Metadata.Uid, "io.kubernetes.container.name": "dbg"})
+		cfg.Image = &runtimeapi.ImageSpec{Image: imageID, UserSpecifiedImage: testbed.BusyboxImage}
+		if _, err := rs.CreateContainer(ctx, podID, cfg, pod); err != nil {
+			t.Errorf("CreateContainer of a kubelet container without TARGET and no API server: %v", err)
+		}
+		if m := metricsText(t, p.Metrics); !strings.Contains(m, `crishim_debug_container_lookups_total{result="unknown"} 1`) {
+			t.Errorf("lookups not counted unknown:\n%s", grepLines(m, "crishim_debug_container"))
+		}
+	})
+
 	t.Run("image ID resolved to an allowed tag", func(t *testing.T) {
 		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", testbed.BusyboxImage)
 		rs, _ := criClients(t, p.Endpoint)
