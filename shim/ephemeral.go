@@ -75,20 +75,26 @@ func (e *ephemeralContainers) createChecked(ctx context.Context, req *runtimeapi
 }
 
 // debugContainer says whether req is a debug container this handler judges:
-// an ephemeral container the kubelet creates without TARGET (TARGET
+// today an ephemeral container the kubelet creates without TARGET (TARGET
 // containers, from any client, are pidTarget's). It is asked only when the
-// answer changes something (the allowlist is enforced, or the audit log is
-// on), and the API server only when the kubelet's own annotations cannot
-// rule the container out. A further signal (such as the caller not being
-// the kubelet) is one more case here.
+// answer changes something: the allowlist is enforced, or the audit log is
+// on. A further signal (such as the caller not being the kubelet) is one
+// more case here, before the kubelet's.
 func (e *ephemeralContainers) debugContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) bool {
 	if !e.images.policy.Enforced() && e.audit == nil {
 		return false
 	}
-	cfg := req.GetConfig()
-	if cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
+	if req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
 		return false
 	}
+	return e.kubeletEphemeral(ctx, req)
+}
+
+// kubeletEphemeral says whether req is one of the ephemeral containers of
+// the pod the kubelet's labels name. The API server is asked only when the
+// kubelet's own annotations cannot rule the container out.
+func (e *ephemeralContainers) kubeletEphemeral(ctx context.Context, req *runtimeapi.CreateContainerRequest) bool {
+	cfg := req.GetConfig()
 	l, a := cfg.GetLabels(), cfg.GetAnnotations()
 	ns, pod, uid, name := l[labelPodNamespace], l[labelPodName], l[labelPodUID], l[labelContainerName]
 	if ns == "" || pod == "" || name == "" {
