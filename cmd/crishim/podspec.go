@@ -33,6 +33,12 @@ func podSpecs(cfg notificationsConfig, log *slog.Logger) (shim.ContainerKinds, e
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.kubeconfig, err)
 	}
 	rc.UserAgent = "crishim/" + version
+	// client-go's default (5 a second, bursts of 10) would queue the pod
+	// reads of a node starting many containers at once, each holding a
+	// CreateContainer (measured: 200 ms a read past the burst). The
+	// kubelet's own defaults (kubeAPIQPS, kubeAPIBurst) are these; the API
+	// server's priority and fairness still bound what the node may ask.
+	rc.QPS, rc.Burst = 50, 100
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver client: %w", err)
