@@ -6,23 +6,44 @@ import "github.com/prometheus/client_golang/prometheus"
 // is the result, never the image: image names are unbounded. A nil
 // *DebugImages counts nothing.
 type DebugImages struct {
-	checks *prometheus.CounterVec
+	checks  *prometheus.CounterVec
+	lookups *prometheus.CounterVec
 }
 
 // NewDebugImages creates the collector; register the result on crishim's
 // registry.
 func NewDebugImages() *DebugImages {
-	return &DebugImages{checks: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "crishim_debug_image_checks_total",
-		Help: "Debug container images checked against the allowlist (--debug-image-allowlist, --debug-image-allowlist-file), by result (allowed, refused, error: the runtime could not say what the image is).",
-	}, []string{"result"})}
+	return &DebugImages{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_debug_image_checks_total",
+			Help: "Debug container images checked against the allowlist (--debug-image-allowlist, --debug-image-allowlist-file), by result (allowed, refused, error: the runtime could not say what the image is).",
+		}, []string{"result"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_debug_container_lookups_total",
+			Help: "Containers the kubelet creates without PID namespace TARGET, looked up in their pod's spec to find its ephemeral containers, by result (ephemeral, regular, unknown: no API server, or it could not say; not treated as a debug container).",
+		}, []string{"result"}),
+	}
 }
 
 // Describe implements prometheus.Collector.
-func (m *DebugImages) Describe(ch chan<- *prometheus.Desc) { m.checks.Describe(ch) }
+func (m *DebugImages) Describe(ch chan<- *prometheus.Desc) {
+	m.checks.Describe(ch)
+	m.lookups.Describe(ch)
+}
 
 // Collect implements prometheus.Collector.
-func (m *DebugImages) Collect(ch chan<- prometheus.Metric) { m.checks.Collect(ch) }
+func (m *DebugImages) Collect(ch chan<- prometheus.Metric) {
+	m.checks.Collect(ch)
+	m.lookups.Collect(ch)
+}
+
+// Lookup counts one pod spec lookup: ephemeral, regular or unknown.
+func (m *DebugImages) Lookup(result string) {
+	if m == nil {
+		return
+	}
+	m.lookups.WithLabelValues(result).Inc()
+}
 
 // Check counts one decision: allowed, refused or error.
 func (m *DebugImages) Check(result string) {

@@ -40,14 +40,15 @@ func (s *Shim) containerMethods() []proxy.Method {
 	return append(methods, s.idempotentMethods()...)
 }
 
-// createContainer records the stop signal (when crishim emulates it), then
-// hands over to TARGET, which forwards to the runtime.
+// createContainer records the stop signal (when crishim emulates it), judges
+// an ephemeral container without TARGET as a debug container, then hands
+// over to TARGET, which forwards to the runtime.
 func (s *Shim) createContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
 	created, err := s.signals.create(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.target.create(ctx, req)
+	resp, err := s.ephemeral.create(ctx, req, s.target.create)
 	created(resp, err)
 	return resp, err
 }

@@ -24,11 +24,17 @@ type debugImages struct {
 }
 
 // check returns nil when the image may run, PermissionDenied naming it and
-// the flag when not. The name the kubelet sends is tried first; then the
-// names the runtime knows the image by (ImageStatus), which is how a tag
-// resolving to an allowed digest is allowed. The kubelet sends the image ID
-// it resolved (and the pod spec's name as user_specified_image, which is
-// not trusted: any CRI client could write anything there).
+// the flag when not. What is judged is the image the runtime will run, never
+// the name as written: the runtime's ImageStatus resolves the name exactly
+// as its CreateContainer does (containerd answers both with one function,
+// LocalResolve), and the resolved image's repo tags and repo digests must
+// match a pattern. The name alone would lie twice: a tag beside a digest
+// (repo:tag@sha256:...) passes a tag pattern while the runtime runs the
+// digest, and a short image ID (d096327f76b3) parses as a Docker Hub
+// repository while the runtime runs whichever image the ID prefixes. The
+// kubelet sends the image ID it resolved (and the pod spec's name as
+// user_specified_image, which is not trusted: any CRI client could write
+// anything there).
 func (d *debugImages) check(ctx context.Context, img *runtimeapi.ImageSpec) error {
 	if !d.policy.Enforced() {
 		return nil
@@ -37,10 +43,6 @@ func (d *debugImages) check(ctx context.Context, img *runtimeapi.ImageSpec) erro
 	if name == "" {
 		d.metrics.Check("refused")
 		return status.Errorf(codes.InvalidArgument, "config.image.image: empty; a debug container must name its image")
-	}
-	if p, ok := d.policy.Match(name); ok {
-		d.allowed(name, name, p)
-		return nil
 	}
 	resp, err := d.images.ImageStatus(toRuntime(ctx), &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: name}})
 	if err != nil {

@@ -21,6 +21,10 @@ const debugImageChecksHelp = "Debug container images checked against the allowli
 const (
 	allowedDigest = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 	otherDigest   = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	// evilDigest is the repo digest of an image pulled by digest alone:
+	// docker.io/library/busybox@evilDigest, with no tag.
+	evilDigest = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	evilID     = "sha256:d096327f76b3e0e4d3bd6cc2bdc6ef7bdcd4bd33ea54d4bb2c2c83b8d7a2e9f1"
 )
 
 // fakeImages answers ImageStatus from a table of image ID or name to the
@@ -45,11 +49,21 @@ func newFakeImages() *fakeImages {
 	busybox := &runtimeapi.Image{Id: "sha256:busyboxid",
 		RepoTags:    []string{"docker.io/library/busybox:latest"},
 		RepoDigests: []string{"docker.io/library/busybox@" + otherDigest}}
+	// Two images the runtime resolves as containerd's LocalResolve does
+	// (internal/cri/server/images/service.go): a name with both a tag and a
+	// digest by its digest alone, a short ID prefix by the ID.
+	pinned := &runtimeapi.Image{Id: "sha256:pinnedid",
+		RepoDigests: []string{"docker.io/library/busybox@" + evilDigest}}
+	tools := &runtimeapi.Image{Id: evilID,
+		RepoTags: []string{"evil.example/tools:latest"}}
 	return &fakeImages{images: map[string]*runtimeapi.Image{
 		"sha256:debugimageid":          debug,
 		"registry.corp/debug/tools:v1": debug,
 		"sha256:busyboxid":             busybox,
 		"busybox:latest":               busybox,
+		"busybox:1.36@" + evilDigest:   pinned,
+		"d096327f76b3":                 tools,
+		evilID:                         tools,
 	}}
 }
 
@@ -76,6 +90,20 @@ func TestDebugImageAllowlist(t *testing.T) {
 		{"unknown image", "registry.corp/debug/*", "registry.corp/other:1", "", codes.PermissionDenied,
 			[]string{"registry.corp/other:1", "does not have it"}},
 		{"no image", "busybox", "", "", codes.InvalidArgument, []string{"config.image.image: empty"}},
+		// N5: the name is judged by what the runtime will run. A tag beside
+		// a digest is ignored by the runtime; so it is by crishim.
+		{"tag@digest runs the digest", "busybox:1.36", "busybox:1.36@" + evilDigest, "", codes.PermissionDenied,
+			[]string{"busybox:1.36@" + evilDigest, "docker.io/library/busybox@" + evilDigest}},
+		{"tag@digest of an allowed digest", "busybox@" + evilDigest, "busybox:1.36@" + evilDigest, "", codes.OK, nil},
+		// A short image ID looks like a Docker Hub name; the runtime runs
+		// the image it prefixes.
+		{"short image ID prefix", "docker.io/library/*", "d096327f76b3", "", codes.PermissionDenied,
+			[]string{"d096327f76b3", "evil.example/tools:latest"}},
+		{"short image ID prefix of an allowed image", "evil.example/tools", "d096327f76b3", "", codes.OK, nil},
+		// A name the runtime does not have is refused, even one the list
+		// names: the create would fail anyway, and nothing was judged.
+		{"allowed name the runtime lacks", "registry.corp/debug/*", "registry.corp/debug/absent:1", "", codes.PermissionDenied,
+			[]string{"does not have it"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

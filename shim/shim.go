@@ -26,6 +26,9 @@ type Options struct {
 
 	DebugImages       *allowlist.Policy    // nil: debug containers may run any image
 	DebugImageMetrics *metrics.DebugImages // nil counts nothing
+	// Pods tells the kubelet's ephemeral containers from its regular ones
+	// (podspec.Source); nil: only TARGET containers are debug containers.
+	Pods ContainerKinds
 
 	StopSignalMode string           // --stop-signal-mode: auto (or empty), native, emulate
 	SignalMetrics  *metrics.Signals // nil counts nothing
@@ -40,10 +43,11 @@ type Options struct {
 // Shim implements the intercepted CRI calls and the crishim.v1 API on top of
 // the backend connections.
 type Shim struct {
-	backend *proxy.Backend
-	opts    Options
-	target  *pidTarget
-	signals *signalling
+	backend   *proxy.Backend
+	opts      Options
+	target    *pidTarget
+	ephemeral *ephemeralContainers
+	signals   *signalling
 }
 
 // New returns a shim forwarding to backend.
@@ -53,6 +57,13 @@ func New(backend *proxy.Backend, opts Options) *Shim {
 	}
 	s := &Shim{backend: backend, opts: opts}
 	s.target = s.newPIDTarget()
+	s.ephemeral = &ephemeralContainers{
+		images:  s.target.images,
+		kinds:   opts.Pods,
+		audit:   opts.Audit,
+		metrics: opts.DebugImageMetrics,
+		log:     s.logger("debug-images"),
+	}
 	s.signals = s.newSignalling()
 	return s
 }

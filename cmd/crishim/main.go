@@ -118,6 +118,10 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	pods, err := podSpecs(cfg.notifications, log)
+	if err != nil {
+		return err
+	}
 	sh := shim.New(backend, shim.Options{
 		Version:          version,
 		RuntimeEndpoint:  cfg.runtimeEndpoint,
@@ -132,6 +136,7 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 
 		DebugImages:       cfg.debugImages.policy,
 		DebugImageMetrics: debugImageMetrics,
+		Pods:              pods,
 		Audit:             auditLog,
 
 		IdempotentMetrics: idempotentMetrics,

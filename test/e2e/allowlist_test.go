@@ -71,6 +71,63 @@ func TestDebugImageAllowlist(t *testing.T) {
 		}
 	})
 
+	// N5: a name that says one image while the runtime runs another is
+	// judged by the image the runtime runs.
+	t.Run("names that say one image and run another", func(t *testing.T) {
+		pause, err := images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: testbed.PauseImage}, false)
+		if err != nil || pause.GetImage() == nil {
+			t.Fatalf("ImageStatus %s: %v, %v", testbed.PauseImage, pause, err)
+		}
+		pauseID := strings.TrimPrefix(pause.GetImage().GetId(), "sha256:")
+		refused := func(allow, image string) {
+			t.Helper()
+			p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", allow)
+			rs, _ := criClients(t, p.Endpoint)
+			podID, pod, appID := podWithApp(t, rs, "allowlist-names")
+			before := containerIDs(t, direct)
+			cfg := debugConfig("dbg", appID, "exec sleep 3601")
+			cfg.Image = &runtimeapi.ImageSpec{Image: image}
+			_, err := rs.CreateContainer(ctx, podID, cfg, pod)
+			if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), image) {
+				t.Errorf("allowlist %s, CreateContainer of %s: %v; want PermissionDenied naming the image", allow, image, err)
+			}
+			if after := containerIDs(t, direct); len(after) != len(before) {
+				t.Errorf("allowlist %s, image %s: the runtime has %d containers after the refusal, %d before", allow, image, len(after), len(before))
+			}
+		}
+		// A short ID prefix parses as docker.io/library/<hex>:latest, and
+		// the runtime runs the image it prefixes (the pause image).
+		refused("docker.io/library/*", pauseID[:12])
+		if testbed.ContainerdAddress == "" {
+			return
+		}
+		// containerd drops the tag of repo:tag@digest and runs the image
+		// named repo@digest: here the pause image, named as a busybox
+		// digest as a pull by digest would name it.
+		digest := nameImageAs(t, testbed.PauseImage, "docker.io/library/busybox@")
+		refused(testbed.BusyboxImage, testbed.BusyboxImage+"@"+digest)
+	})
+
+	// Without TARGET only the pod's spec says a kubelet container is
+	// ephemeral; without an API server (no --kubeconfig) crishim cannot
+	// tell, creates it unjudged and counts it unknown (test/kube proves the
+	// judged case on a real node).
+	t.Run("no TARGET and no API server: not judged", func(t *testing.T) {
+		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", "registry.corp.example/debug/*")
+		rs, _ := criClients(t, p.Endpoint)
+		podID, pod, _ := podWithApp(t, rs, "allowlist-notarget")
+		cfg := containerConfig("dbg", "exec sleep 3601", map[string]string{
+			"io.kubernetes.pod.namespace": pod.Metadata.Namespace, "io.kubernetes.pod.name": pod.Metadata.Name,
+			"io.kubernetes.pod.uid": pod.Metadata.Uid, "io.kubernetes.container.name": "dbg"})
+		cfg.Image = &runtimeapi.ImageSpec{Image: imageID, UserSpecifiedImage: testbed.BusyboxImage}
+		if _, err := rs.CreateContainer(ctx, podID, cfg, pod); err != nil {
+			t.Errorf("CreateContainer of a kubelet container without TARGET and no API server: %v", err)
+		}
+		if m := metricsText(t, p.Metrics); !strings.Contains(m, `crishim_debug_container_lookups_total{result="unknown"} 1`) {
+			t.Errorf("lookups not counted unknown:\n%s", grepLines(m, "crishim_debug_container"))
+		}
+	})
+
 	t.Run("image ID resolved to an allowed tag", func(t *testing.T) {
 		p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", testbed.BusyboxImage)
 		rs, _ := criClients(t, p.Endpoint)
@@ -134,6 +191,30 @@ func pinBusybox(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// nameImageAs gives image a second name, repo plus its manifest digest, in
+// containerd's image store (removed when the test ends), and returns the
+// digest.
+func nameImageAs(t *testing.T, image, repo string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.New(testbed.ContainerdAddress, client.WithDefaultNamespace("k8s.io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	is := c.ImageService()
+	img, err := is.Get(ctx, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := repo + img.Target.Digest.String()
+	if _, err := is.Create(ctx, images.Image{Name: name, Target: img.Target}); err != nil && !errdefs.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = is.Delete(context.Background(), name) })
+	return img.Target.Digest.String()
 }
 
 // grepLines keeps the lines of s containing sub, for readable failures.

@@ -165,3 +165,55 @@ func restartCrishim(t *testing.T, args ...string) {
 		}
 	})
 }
+
+// TestKubectlDebugWithoutTarget: `kubectl debug` without --target makes an ephemeral
+// container all the same, and crishim judges it as a debug container by the pod's spec in the
+// API server: an image off the allowlist is refused with the reason in the ephemeral
+// container's status, an allowed one runs, and the pod's regular containers are not judged.
+func TestKubectlDebugWithoutTarget(t *testing.T) {
+	t.Run("image not on the allowlist", func(t *testing.T) {
+		restartCrishim(t, "--debug-image-allowlist=registry.example/allowed/*")
+		regular := metricGrowth(t, `crishim_debug_container_lookups_total{result="regular"}`)
+		pod := uniqueName("debug-notarget-deny")
+		// The app container's image is off the allowlist too: a regular container, not judged.
+		apply(t, podManifest(pod, "", "", "app", "exec sleep 3600"))
+		waitReady(t, pod)
+		if d := regular(); d < 1 {
+			t.Errorf("regular container lookups grew by %v, want at least 1 (the app container)", d)
+		}
+		kubectl(t, "debug", pod, "--image="+busybox, "--image-pull-policy=IfNotPresent", "--container=denied", "--", "ps")
+		eventually(t, 2*time.Minute, func() error {
+			for _, s := range getPod(t, pod).Status.EphemeralContainerStatuses {
+				if s.Name != "denied" {
+					continue
+				}
+				if w := s.State.Waiting; w != nil && strings.Contains(w.Message, "--debug-image-allowlist") &&
+					strings.Contains(w.Message, "not allowed for debug containers") && strings.Contains(w.Message, "busybox") {
+					return nil
+				}
+				if s.State.Running != nil || s.State.Terminated != nil {
+					return fmt.Errorf("an ephemeral container with a refused image started: %+v", s.State)
+				}
+				return fmt.Errorf("ephemeral container denied: %+v", s.State)
+			}
+			return fmt.Errorf("no status for ephemeral container denied yet")
+		})
+	})
+
+	t.Run("image on the allowlist", func(t *testing.T) {
+		restartCrishim(t, "--debug-image-allowlist=docker.io/library/busybox")
+		pod := uniqueName("debug-notarget-allow")
+		apply(t, podManifest(pod, "", "", "app", "exec sleep 3601"))
+		waitReady(t, pod)
+		ephemeral := metricGrowth(t, `crishim_debug_container_lookups_total{result="ephemeral"}`)
+		allowed := metricGrowth(t, `crishim_debug_image_checks_total{result="allowed"}`)
+		out, err := interact(t, "hello-42", "echo hello-$((6*7))", "debug", "-i", pod,
+			"--image="+busybox, "--image-pull-policy=IfNotPresent", "--container=dbg", "--", "sh")
+		if err != nil {
+			t.Errorf("kubectl debug -i without --target, typing echo: %v\n%s", err, out)
+		}
+		if e, a := ephemeral(), allowed(); e != 1 || a != 1 {
+			t.Errorf("ephemeral lookups grew by %v and allowed images by %v, want 1 and 1: the debug container was not judged", e, a)
+		}
+	})
+}
