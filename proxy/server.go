@@ -38,6 +38,8 @@ type ServerOptions struct {
 	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
 	headerBlockTimeout time.Duration // headerBlockTimeout
 	goAwayTimeout      time.Duration // goAwayTimeout
+	// Tests set the clock of the protocol error warnings' rate limit.
+	warnClock func() time.Time
 }
 
 // RelayMode is how pass-through calls travel to the runtime.
