@@ -144,8 +144,11 @@ record-sessions = "all"
 		t.Fatalf("READY=1 arrived, but the CRI socket %s is not there: %v", socket, err)
 	}
 
+	// The pod is made and removed by the runtime directly: crishim is stopped before the
+	// test ends.
+	direct, _ := criClients(t, testbed.Endpoint)
+	_, _, ctrID := podWithContainer(t, direct, "unit", sleeperScript)
 	rs, _ := criClients(t, "unix://"+socket)
-	_, _, ctrID := podWithContainer(t, rs, "unit", sleeperScript)
 	auditPath := filepath.Join(state, "var/log/crishim/audit.log")
 	_, end := recordedExec(t, rs, auditPath, ctrID, false, "echo", "from-the-unit")
 	if !strings.HasPrefix(end.Recording, "/var/log/crishim/sessions/") {

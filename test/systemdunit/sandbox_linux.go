@@ -34,7 +34,9 @@ func (p *Process) Err() error { return p.err }
 //
 // The namespace is made by one thread of this process, which starts cmd and waits for it,
 // and is never given back to the Go scheduler: the thread ends with the process it started
-// (so the process's parent-death signal, if cmd sets one, fires with it).
+// (so the process's parent-death signal, if cmd sets one, fires with it). Never the main
+// thread: /proc/self shows the whole process the main thread's mounts, and the main thread
+// cannot end.
 func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 	sb, err := sb.resolved()
 	if err != nil {
@@ -63,8 +65,7 @@ func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 	cmd.Env = append(cmd.Env, sb.Env()...)
 	proc := &Process{Cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
+	onThread(func() {
 		defer close(proc.done)
 		b := &builder{scratch: scratch}
 		defer b.closeTrees()
@@ -79,11 +80,33 @@ func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 		b.closeTrees()
 		started <- nil
 		proc.err = cmd.Wait()
-	}()
+	})
 	if err := <-started; err != nil {
 		return nil, err
 	}
 	return proc, nil
+}
+
+// onThread runs f in a goroutine locked to a thread other than the main one, which ends
+// with f.
+func onThread(f func()) {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if unix.Gettid() != unix.Getpid() {
+			f()
+			return
+		}
+		// The main thread. Held here until another goroutine is locked to a thread, so the
+		// scheduler cannot give it this one; then given back.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			f()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
 }
 
 // builder applies a plan of mounts in the calling thread's new mount namespace.
