@@ -81,8 +81,9 @@ e2e: build runtime-bins
 # crishim does; then a chapter with kubectl on a real node (test/node) when its
 # Kubernetes binaries are cached, or always with KUBE=1 (which builds them).
 # KEEP=1 leaves containerd and crishim running; `make demo-clean` removes them.
+# DEMO_DIR=dir puts crishim's socket and log there (default: the runtime's slot directory).
 demo: build
-	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube)
+	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR))
 
 demo-clean:
 	$(GO) run ./test/demo --clean

@@ -11,10 +11,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/crishim/crishim/regularfile"
@@ -26,7 +28,7 @@ type Config struct {
 	MaxSizeMB  int    // --audit-log-maxsize: rotate past this many MiB
 	MaxBackups int    // --audit-log-maxbackup: rotated files kept (0: all)
 	MaxAgeDays int    // --audit-log-maxage: days rotated files are kept (0: forever)
-	Required   bool   // --audit-required: /readyz fails while events cannot be written
+	Required   bool   // --audit-required: no new sessions (and /readyz fails) while events cannot be written
 	ExecSync   bool   // --audit-exec-sync
 	CRICalls   string // --audit-cri-calls: CRICallsNone, CRICallsMutating or CRICallsAll
 }
@@ -152,11 +154,70 @@ func (l *Log) Ready(context.Context) error {
 	return nil
 }
 
-func (l *Log) write(ev *Event) {
+// Refusal says why a new session must be refused (--audit-required) before
+// it is set up: the log's file could not take an event now (its directory is
+// gone or not writable, the path is not a regular file, its file system has
+// no space left). Nil when sessions may start; each session's own started
+// event then has the last word (Session.Refused). A look at the file rather
+// than at the last write's outcome: a refused session writes nothing, so
+// that outcome would never change.
+func (l *Log) Refusal() error {
+	// stdout has no file to look at: the session's started event decides.
+	if l == nil || !l.required.Load() || l.rotating == nil {
+		return nil
+	}
+	if err := writable(l.cfg.Path); err != nil {
+		return &RefusedError{Path: l.cfg.Path, Err: err}
+	}
+	return nil
+}
+
+// writable says whether an event could be appended to the file at path now,
+// or the file be created.
+func writable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		path = filepath.Dir(path)
+		err = unix.Access(path, unix.W_OK|unix.X_OK)
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", path)
+	default:
+		err = unix.Access(path, unix.W_OK)
+	}
+	if err != nil {
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return err
+	}
+	if st.Bavail == 0 {
+		return unix.ENOSPC
+	}
+	return nil
+}
+
+// RefusedError is why a session was refused under --audit-required: its
+// events cannot be written.
+type RefusedError struct {
+	Path string
+	Err  error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("audit log %s cannot be written (%v); --audit-required refuses new sessions until it can", e.Path, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+func (l *Log) write(ev *Event) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
-		l.failed(ev, fmt.Errorf("encode: %w", err))
-		return
+		err = fmt.Errorf("encode: %w", err)
+		l.failed(ev, err)
+		return err
 	}
 	b = append(b, '\n')
 	l.mu.Lock()
@@ -164,11 +225,12 @@ func (l *Log) write(ev *Event) {
 	l.mu.Unlock()
 	if err != nil {
 		l.failed(ev, err)
-		return
+		return err
 	}
 	if prev := l.failing.Swap(nil); prev != nil {
 		l.log.Info("audit log writable again", "path", l.cfg.Path)
 	}
+	return nil
 }
 
 // writeLine writes one event's line, whole or not at all, to the file the
@@ -274,12 +336,15 @@ func (l *Log) failed(ev *Event, err error) {
 
 // Session is one audited session between its two events.
 type Session struct {
-	l     *Log
-	start Event
+	l       *Log
+	start   Event
+	refused error // the started event was not written and events are required
 }
 
 // Start writes ev as a session's started event, with a fresh ID and the
 // time, and returns the session to End. Nil (and a no-op End) without a log.
+// Under --audit-required a session whose started event could not be written
+// is refused: Refused says why, and End writes nothing.
 func (l *Log) Start(ev Event) *Session {
 	if l == nil {
 		return nil
@@ -287,14 +352,27 @@ func (l *Log) Start(ev Event) *Session {
 	ev.ID = newID()
 	ev.Time = time.Now().UTC()
 	ev.Stage = StageStarted
-	l.write(&ev)
-	return &Session{l: l, start: ev}
+	s := &Session{l: l, start: ev}
+	if err := l.write(&ev); err != nil && l.required.Load() {
+		s.refused = &RefusedError{Path: l.cfg.Path, Err: err}
+	}
+	return s
+}
+
+// Refused is nil, or why the session must not go on (--audit-required and
+// its started event could not be written): a *RefusedError.
+func (s *Session) Refused() error {
+	if s == nil {
+		return nil
+	}
+	return s.refused
 }
 
 // End writes the ended event: the started event's fields, the duration,
-// and what fill adds (bytes, exit code, error).
+// and what fill adds (bytes, exit code, error). Nothing for a refused
+// session, which never began.
 func (s *Session) End(fill func(*Event)) {
-	if s == nil {
+	if s == nil || s.refused != nil {
 		return
 	}
 	ev := s.start
@@ -304,7 +382,7 @@ func (s *Session) End(fill func(*Event)) {
 	if fill != nil {
 		fill(&ev)
 	}
-	s.l.write(&ev)
+	_ = s.l.write(&ev) // counted and logged there
 }
 
 // Update changes the started event's fields that the ended one repeats

@@ -102,8 +102,9 @@ func TestWriteFailures(t *testing.T) {
 		l := &Log{cfg: Config{Path: "/x"}, errs: errs, log: slog.New(slog.DiscardHandler), w: fw}
 		l.Reconfigure(Config{Path: "/x", Required: required})
 		l.Start(Event{Kind: KindSignal}).End(nil)
-		if errs.n != 2 {
-			t.Errorf("required=%v: %d errors counted, want 2", required, errs.n)
+		// Required, the session is refused at its start and has no ended event.
+		if want := map[bool]int{false: 2, true: 1}[required]; errs.n != want {
+			t.Errorf("required=%v: %d errors counted, want %d", required, errs.n, want)
 		}
 		err := l.Ready(context.Background())
 		if required != (err != nil) || (err != nil && !strings.Contains(err.Error(), "no space left")) {
@@ -194,7 +195,7 @@ func TestOpenRefusesNonRegular(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file") {
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "regular file") {
 				t.Errorf("Open(%s) = %v, want a refusal naming it as not a regular file", path, err)
 			}
 		case <-time.After(20 * time.Second):
@@ -310,5 +311,62 @@ func TestReopenWhenMoved(t *testing.T) {
 	l.Start(Event{Kind: KindSignal, ContainerID: "e"})
 	if errs.n != 1 {
 		t.Errorf("an event for a FIFO at the path: %d errors counted, want 1", errs.n)
+	}
+}
+
+// TestRequiredRefusesSessions: with --audit-required, a session whose started event
+// cannot be written is refused (an error naming the log and the cause) and writes no
+// ended event; Refusal refuses new sessions up front while the cause stays, and lets
+// them through once it is gone. Without --audit-required nothing is refused.
+func TestRequiredRefusesSessions(t *testing.T) {
+	for _, required := range []bool{false, true} {
+		errs := &countErrors{}
+		l := &Log{cfg: Config{Path: "/x"}, errs: errs, log: slog.New(slog.DiscardHandler), w: &failingWriter{err: errors.New("no space left on device")}}
+		l.Reconfigure(Config{Path: "/x", Required: required})
+		s := l.Start(Event{Kind: KindSignal})
+		err := s.Refused()
+		var refused *RefusedError
+		if required != errors.As(err, &refused) || required && (!strings.Contains(err.Error(), "/x") || !strings.Contains(err.Error(), "no space left")) {
+			t.Errorf("required=%v: Refused() = %v", required, err)
+		}
+		s.End(nil)
+		if want := map[bool]int{false: 2, true: 1}[required]; errs.n != want {
+			t.Errorf("required=%v: %d write errors, want %d (no ended event for a refused session)", required, errs.n, want)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := Open(Config{Path: path, Required: true}, &countErrors{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Refusal(); err != nil {
+		t.Fatalf("Refusal with a writable log: %v", err)
+	}
+	// The path becomes a directory: nothing can be written there.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(Event{Kind: KindSignal}).Refused(); err == nil {
+		t.Fatal("a session whose started event was not written was not refused")
+	}
+	if err := l.Refusal(); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "regular file") {
+		t.Errorf("Refusal while the path is a directory = %v, want one naming it", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refusal(); err != nil {
+		t.Errorf("Refusal once the log can be created again: %v", err)
+	}
+	if err := l.Start(Event{Kind: KindSignal}).Refused(); err != nil {
+		t.Errorf("session refused once the log can be written: %v", err)
+	}
+	if err := l.Refusal(); err != nil {
+		t.Errorf("Refusal after a good write: %v", err)
 	}
 }

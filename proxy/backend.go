@@ -10,9 +10,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -31,7 +33,17 @@ type BackendOptions struct {
 	// StatsHandler sees the calls made on the connections (tracing); nil
 	// adds nothing. The h2 relay's own connections never reach it.
 	StatsHandler stats.Handler
+	// ProbeInterval is how often Watch asks a quiet connection's runtime
+	// whether it answers (0: DefaultProbeInterval).
+	ProbeInterval time.Duration
 }
+
+// DefaultProbeInterval is how often Watch probes the runtime while its
+// connection is quiet: a Version call (ImageFsInfo for a separate image
+// service), which a runtime answers from memory. It is well inside the
+// shipped CrishimRuntimeDown alert's `for:`, and costs the runtime one
+// cheap call every few seconds.
+const DefaultProbeInterval = 5 * time.Second
 
 // Backend holds the connections to the runtime. They are created lazily and
 // reconnect by themselves with a short backoff: a runtime that is down at
@@ -40,6 +52,7 @@ type Backend struct {
 	runtime, image *grpc.ClientConn
 	// The sockets, for the h2 relay's own connections.
 	runtimePath, imagePath string
+	probeEvery             time.Duration
 }
 
 // reconnectBackoff keeps reconnection quick after a containerd restart
@@ -68,7 +81,10 @@ func Dial(opts BackendOptions) (*Backend, error) {
 	if size <= 0 {
 		size = DefaultMaxMessageSize
 	}
-	b := &Backend{runtimePath: runtimePath, imagePath: imagePath}
+	b := &Backend{runtimePath: runtimePath, imagePath: imagePath, probeEvery: opts.ProbeInterval}
+	if b.probeEvery <= 0 {
+		b.probeEvery = DefaultProbeInterval
+	}
 	if b.runtime, err = dialUnix(runtimePath, size, opts.StatsHandler); err != nil {
 		return nil, fmt.Errorf("runtime endpoint: %w", err)
 	}
@@ -144,38 +160,92 @@ func (b *Backend) Ready(ctx context.Context) error {
 // ctx ends. backend is "runtime" or "image" (the latter only when the image
 // endpoint differs).
 func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bool)) {
-	conns := map[string]*grpc.ClientConn{"runtime": b.runtime}
+	type watched struct {
+		conn  *grpc.ClientConn
+		probe func(context.Context) error
+	}
+	conns := map[string]watched{"runtime": {b.runtime, func(ctx context.Context) error {
+		_, err := runtimeapi.NewRuntimeServiceClient(b.runtime).Version(ctx, &runtimeapi.VersionRequest{})
+		return err
+	}}}
 	if b.image != b.runtime {
-		conns["image"] = b.image
+		conns["image"] = watched{b.image, func(ctx context.Context) error {
+			_, err := runtimeapi.NewImageServiceClient(b.image).ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+			return err
+		}}
 	}
 	var wg sync.WaitGroup
-	for name, conn := range conns {
+	for name, w := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			watchConn(ctx, conn, func(up bool) { onChange(name, up) })
+			watchConn(ctx, w.conn, w.probe, b.probeEvery, func(up bool) { onChange(name, up) })
 		}()
 	}
 	wg.Wait()
 }
 
-func watchConn(ctx context.Context, conn *grpc.ClientConn, onChange func(up bool)) {
-	// While the runtime is down the channel cycles through connecting and
-	// failing at every backoff step; only the edges are worth reporting.
-	// The connection may be up (or failed) before the watch begins: the
-	// state it starts from counts as an edge too.
-	var reported connectivity.State = -1
-	state := conn.GetState()
-	for {
-		if state != reported && (state == connectivity.Ready || state == connectivity.TransientFailure) {
-			reported = state
-			onChange(state == connectivity.Ready)
+// watchConn reports the edges of conn's runtime being up: at once on the
+// connection's own (ready, failed, lost), and from probe, called whenever the
+// connection has been quiet for every. The probe sees what the connection
+// cannot: grpc-go leaves a lost connection idle until the next call, which on
+// an idle node may not come for minutes, and a runtime may keep accepting
+// calls it no longer answers.
+func watchConn(ctx context.Context, conn *grpc.ClientConn, probe func(context.Context) error, every time.Duration, onChange func(up bool)) {
+	var up, known bool
+	report := func(u bool) {
+		if !known || u != up {
+			known, up = true, u
+			onChange(u)
 		}
-		if !conn.WaitForStateChange(ctx, state) {
+	}
+	prev := connectivity.State(-1)
+	for {
+		state := conn.GetState()
+		if state != prev {
+			switch state {
+			case connectivity.Ready:
+				report(true)
+			case connectivity.TransientFailure:
+				report(false)
+			case connectivity.Idle:
+				if prev == connectivity.Ready {
+					report(false) // the connection was lost
+				}
+				// Reconnect now, not at the kubelet's next call: that
+				// call would pay for it.
+				conn.Connect()
+			}
+			prev = state
+		}
+		wctx, cancel := context.WithTimeout(ctx, every)
+		changed := conn.WaitForStateChange(wctx, state)
+		cancel()
+		if ctx.Err() != nil {
 			return
 		}
-		state = conn.GetState()
+		if changed {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		report(answered(err))
 	}
+}
+
+// answered says whether a probe's outcome shows a runtime that answers: any
+// answer does, even an error status of its own; no connection or no answer
+// in time does not.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return false
+	}
+	return true
 }
 
 // Close closes the backend connections.

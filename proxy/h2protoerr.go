@@ -91,8 +91,9 @@ type ProtocolErrorObserver interface {
 }
 
 // protocolError counts and logs a protocol error of c's peer, answered
-// with code on stream id (0: GOAWAY). Errors are rare and end a stream or
-// the connection, so one warning each is bounded by what the peer pays.
+// with code on stream id (0: GOAWAY). Every one is counted; the warnings
+// are rate-limited (warnlimit.go): a peer reconnecting in a loop pays a
+// connection per error, which is cheap, and must not flood the journal.
 func (s *session) protocolError(c *h2conn, reason string, code http2.ErrCode, id uint32, detail string) {
 	if o := s.r.protoErrs; o != nil {
 		o.ProtocolError(reason)
@@ -100,6 +101,14 @@ func (s *session) protocolError(c *h2conn, reason string, code http2.ErrCode, id
 	log := s.r.log
 	if log == nil {
 		return
+	}
+	ok, suppressed := s.r.protoWarn.allow()
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		log.LogAttrs(context.Background(), slog.LevelWarn, "protocol errors from peers of the relay not logged (rate limit); crishim_relay_protocol_errors_total counts them all",
+			slog.Int("suppressed", suppressed), slog.Int("logged_per_interval", s.r.protoWarn.burst), slog.Duration("interval", s.r.protoWarn.interval))
 	}
 	peer := "client"
 	if c != s.client {

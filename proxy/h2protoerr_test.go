@@ -3,8 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,4 +64,64 @@ crishim_relay_protocol_errors_total{reason="stream_state"} 1
 			t.Errorf("no %q in the warnings:\n%s", want, out)
 		}
 	}
+}
+
+// TestProtocolErrorWarningsAreRateLimited: a peer that keeps making protocol errors gets
+// every one counted but only warnBurst warnings an interval; the next interval's first
+// warning is preceded by one line saying how many were left out.
+func TestProtocolErrorWarningsAreRateLimited(t *testing.T) {
+	m := metrics.New("test", "test", nil)
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	sock := fakeSock(t)
+	startRaw(t, sock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m, Log: log, goAwayTimeout: 10 * time.Millisecond, warnClock: clock})
+	badConn := func() {
+		c := dialRaw(t, p.sock)
+		_, _ = c.nc.Write(frameHeader(h2DefaultMaxFrame+1, 0xfa, 0, 0))
+		c.expectGoAway(t, http2.ErrCodeFrameSize)
+	}
+	const extra = 5
+	for range warnBurst + extra {
+		badConn()
+	}
+	mu.Lock()
+	now = now.Add(warnInterval)
+	mu.Unlock()
+	badConn()
+
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	p.server.Shutdown(ctx) // the sessions, which log, have ended
+	want := fmt.Sprintf(`
+# HELP crishim_relay_protocol_errors_total Protocol errors of peers of the h2 relay answered with GOAWAY or RST_STREAM, by reason.
+# TYPE crishim_relay_protocol_errors_total counter
+crishim_relay_protocol_errors_total{reason="frame_size"} %d
+`, warnBurst+extra+1)
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "crishim_relay_protocol_errors_total"); err != nil {
+		t.Errorf("every error counted: %v", err)
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if n := strings.Count(out, "reason=frame_size"); n != warnBurst+1 {
+		t.Errorf("%d protocol error warnings, want %d (the burst, then one in the next interval):\n%s", n, warnBurst+1, out)
+	}
+	if n := strings.Count(out, "suppressed="); n != 1 || !strings.Contains(out, fmt.Sprintf("suppressed=%d", extra)) {
+		t.Errorf("want one line saying %d were suppressed:\n%s", extra, out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

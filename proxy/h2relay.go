@@ -31,6 +31,7 @@ type relay struct {
 	observe   CallObserver
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
+	protoWarn *warnLimit // protocol error warnings
 	// blockTimeout and goAwayTimeout are headerBlockTimeout and
 	// goAwayTimeout but in tests.
 	blockTimeout  time.Duration
@@ -69,6 +70,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
 	r.blockTimeout = cmp.Or(opts.headerBlockTimeout, headerBlockTimeout)
 	r.goAwayTimeout = cmp.Or(opts.goAwayTimeout, goAwayTimeout)
+	r.protoWarn = newWarnLimit(warnBurst, warnInterval, opts.warnClock)
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true

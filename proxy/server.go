@@ -50,6 +50,8 @@ type ServerOptions struct {
 	goAwayTimeout      time.Duration // goAwayTimeout
 	// identify replaces identifyPeer: tests play the kubelet.
 	identify func(net.Conn) *caller.Process
+	// Tests set the clock of the protocol error warnings' rate limit.
+	warnClock func() time.Time
 }
 
 // RelayMode is how pass-through calls travel to the runtime.

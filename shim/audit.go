@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -89,6 +90,9 @@ func (s *Shim) execSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*
 	}
 	ev.Caller = caller.FromContext(ctx)
 	sess := s.opts.Audit.Start(ev)
+	if err := sess.Refused(); err != nil {
+		return nil, auditRefused(err)
+	}
 	resp, err := s.runtimeClient().ExecSync(toRuntime(ctx), req)
 	sess.End(func(ev *audit.Event) {
 		auditEnd(err)(ev)
@@ -97,4 +101,11 @@ func (s *Shim) execSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*
 		}
 	})
 	return resp, err
+}
+
+// auditRefused is the status of a session refused under --audit-required:
+// the audit log cannot record it. Unavailable, as for a runtime that is
+// down: the caller may retry once the log is fixed.
+func auditRefused(err error) error {
+	return status.Error(codes.Unavailable, err.Error())
 }

@@ -89,6 +89,9 @@ func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamSe
 			return handler(ctx, req)
 		}
 		sess := s.opts.Audit.Start(s.criCallStart(ctx, info.FullMethod, p, targetOf(req)))
+		if err := sess.Refused(); err != nil {
+			return nil, auditRefused(err) // --audit-required: not unrecorded
+		}
 		resp, err := handler(ctx, req)
 		sess.End(func(ev *audit.Event) {
 			auditEnd(err)(ev)
@@ -302,6 +305,12 @@ func (as *auditedStream) RecvMsg(m any) error {
 		}
 		return targetOf(m)
 	})
+	if err == nil {
+		if rerr := as.sess.Refused(); rerr != nil {
+			// --audit-required: the request goes no further unrecorded.
+			return auditRefused(rerr)
+		}
+	}
 	return err
 }
 

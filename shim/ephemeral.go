@@ -50,7 +50,10 @@ func (e *ephemeralContainers) create(ctx context.Context, req *runtimeapi.Create
 	if !e.debugContainer(ctx, req) {
 		return next(ctx, req)
 	}
-	sess := e.audit.Start(auditDebugStart(req))
+	sess := e.audit.Start(auditDebugStart(ctx, req))
+	if err := sess.Refused(); err != nil {
+		return nil, auditRefused(err) // --audit-required: no unrecorded debug container
+	}
 	resp, err := e.createChecked(ctx, req, next)
 	sess.End(func(ev *audit.Event) {
 		auditEnd(err)(ev)

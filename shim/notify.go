@@ -26,6 +26,9 @@ const notifyParallel = 16
 // it, and answers per pod and container.
 func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (resp *crishimv1.NotifyResponse, err error) {
 	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId(), Caller: caller.FromContext(ctx)})
+	if err := sess.Refused(); err != nil {
+		return nil, auditRefused(err)
+	}
 	defer func() { sess.End(auditEnd(err)) }()
 	g := a.shim.signals
 	name := req.GetNotifier()

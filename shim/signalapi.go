@@ -16,6 +16,9 @@ import (
 // way to a config reload (SIGHUP) in an image without a kill binary.
 func (a *api) Signal(ctx context.Context, req *crishimv1.SignalRequest) (resp *crishimv1.SignalResponse, err error) {
 	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindSignal, ContainerID: req.GetContainerId(), Signal: req.GetSignal(), Caller: caller.FromContext(ctx)})
+	if err := sess.Refused(); err != nil {
+		return nil, auditRefused(err)
+	}
 	defer func() {
 		sess.End(func(ev *audit.Event) {
 			auditEnd(err)(ev)

@@ -35,6 +35,9 @@ func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimea
 	if err := validateExec(req); err != nil {
 		return nil, err
 	}
+	if err := s.opts.Audit.Refusal(); err != nil {
+		return nil, auditRefused(err)
+	}
 	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -51,6 +54,9 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 	if err := validateAttach(req); err != nil {
 		return nil, err
 	}
+	if err := s.opts.Audit.Refusal(); err != nil {
+		return nil, auditRefused(err)
+	}
 	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
 	if err != nil {
 		return nil, err
@@ -66,6 +72,9 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
 	if err := validatePortForward(req); err != nil {
 		return nil, err
+	}
+	if err := s.opts.Audit.Refusal(); err != nil {
+		return nil, auditRefused(err)
 	}
 	who, err := s.streamSandboxReady(ctx, req.GetPodSandboxId())
 	if err != nil {

@@ -76,6 +76,10 @@ func (p *pidTarget) create(ctx context.Context, req *runtimeapi.CreateContainerR
 		return p.rs.CreateContainer(toRuntime(ctx), req)
 	}
 	sess := p.audit.Start(auditDebugStart(ctx, req))
+	if err := sess.Refused(); err != nil {
+		p.metrics.Request("create", pidTargetReject, codes.Unavailable.String())
+		return nil, auditRefused(err)
+	}
 	resp, mode, err := p.createTarget(ctx, req, nsOpts)
 	p.metrics.Request("create", mode, status.Code(err).String())
 	sess.End(func(ev *audit.Event) {

@@ -65,6 +65,13 @@ func (s *Server) handler(kind Kind) http.Handler {
 		defer endSpan(span, sess, nil)
 		audited := s.cfg.Audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
 		defer func() { audited.End(sess.auditEnd) }()
+		if err := audited.Refused(); err != nil {
+			// --audit-required: nothing unrecorded reaches the runtime.
+			sess.err = err
+			s.log.Warn("stream refused", "kind", string(kind), "remote", r.RemoteAddr, "err", err)
+			http.Error(w, "crishim: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
 

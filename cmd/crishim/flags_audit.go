@@ -18,7 +18,7 @@ func (c *auditConfig) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log when it reaches this many megabytes (0: never)")
 	fs.IntVar(&c.MaxBackups, "audit-log-maxbackup", 10, "rotated audit log files to keep (0: all)")
 	fs.IntVar(&c.MaxAgeDays, "audit-log-maxage", 0, "days to keep rotated audit log files (0: no limit)")
-	fs.BoolVar(&c.Required, "audit-required", false, "fail /readyz while audit events cannot be written")
+	fs.BoolVar(&c.Required, "audit-required", false, "refuse new sessions (exec, attach, port-forward, debug containers, signal, notify, audited exec sync) and fail /readyz while audit events cannot be written")
 	fs.BoolVar(&c.ExecSync, "audit-exec-sync", false, "audit ExecSync calls too (the kubelet's exec probes make many)")
 	fs.StringVar(&c.CRICalls, "audit-cri-calls", audit.CRICallsMutating, "which CRI and crishim.v1 calls of callers other than the kubelet are audited (kind criCall, with the caller): "+strings.Join(audit.CRICallsLevels, "|")+"; the kubelet's never are")
 	checkValue(fs, "audit-cri-calls", oneOf(audit.CRICallsLevels...))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/cmd/crishim/internal/hup"
+	"github.com/crishim/crishim/cmd/crishim/internal/sdnotify"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
@@ -210,6 +211,11 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	}
 	log.Info("crishim serving", "version", version, "listen", ln.Path(), "relay", cfg.relay,
 		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(httpSrv), "streaming", streamingURL(streams))
+	// The socket accepts connections since Listen: a Type=notify unit
+	// starts what is ordered after it (the kubelet) only now.
+	if err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		log.Warn("could not tell systemd crishim is ready", "err", err)
+	}
 
 	var serveErr error
 	select {
@@ -217,6 +223,9 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 		log.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	case serveErr = <-errc:
 		log.Error("server stopped", "err", serveErr)
+	}
+	if err := sdnotify.Notify(sdnotify.Stopping); err != nil {
+		log.Warn("could not tell systemd crishim is stopping", "err", err)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()

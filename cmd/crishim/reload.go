@@ -11,6 +11,7 @@ import (
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/cmd/crishim/internal/sdnotify"
 	"github.com/crishim/crishim/flagfile"
 	"github.com/crishim/crishim/metrics"
 )
@@ -126,6 +127,10 @@ func (r *reloader) check() {
 
 // reload loads the settings anew and puts the reloadable ones in force.
 func (r *reloader) reload(why string) {
+	// systemd shows the unit reloading until READY=1 again, whatever the
+	// outcome: a failed reload leaves the settings in force, serving.
+	r.notify(sdnotify.Reloading())
+	defer r.notify(sdnotify.Ready)
 	ld, err := r.src.load()
 	if err != nil {
 		r.metrics.Reload(false)
@@ -154,6 +159,12 @@ func (r *reloader) reload(why string) {
 	r.metrics.Reload(true)
 	r.log.Info("configuration reloaded", "trigger", why, "file", r.src.file, "changed", changed, "needs_restart", restart)
 	r.logAllowlist()
+}
+
+func (r *reloader) notify(state string) {
+	if err := sdnotify.Notify(state); err != nil {
+		r.log.Warn("could not tell systemd about the reload", "err", err)
+	}
 }
 
 func (r *reloader) logAllowlist() {

@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/crishim/crishim/flagfile"
 	"github.com/crishim/crishim/proxy"
 )
 
@@ -64,8 +67,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type globals struct {
 	endpoint    string
 	endpointSet bool // --endpoint was given
+	config      string
+	configSet   bool // --config was given
 	timeout     time.Duration
 }
+
+// defaultConfig is crishim's own default config file, whose listen key names
+// the socket crishim serves when neither --endpoint nor $CRISHIM_ENDPOINT do.
+var defaultConfig = "/etc/crishim/config.toml"
 
 // endpointEnv names crishim's socket when --endpoint is not given, as
 // CONTAINER_RUNTIME_ENDPOINT does for crictl.
@@ -107,9 +116,11 @@ func newRootCommand(ctx context.Context) *cobra.Command {
 		}
 		return usageError{err}
 	})
-	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint, "crishim's socket: unix:///path or /path (default: $"+endpointEnv+" if set)")
+	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint, "crishim's socket: unix:///path or /path (default: $"+endpointEnv+" if set, else the listen key of crishim's --config file)")
+	root.PersistentFlags().StringVar(&g.config, "config", defaultConfig, "crishim's config file, whose listen key names the socket when neither --endpoint nor $"+endpointEnv+" do (used if it exists when not given)")
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.endpointSet = cmd.Flags().Changed("endpoint")
+		g.configSet = cmd.Flags().Changed("config")
 	}
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "deadline of each call to crishim (not of an exec or debug session)")
 	root.AddCommand(
@@ -143,9 +154,9 @@ func exactArgs(n int, usage string) cobra.PositionalArgs {
 
 // dial connects to crishim; the connection is made lazily, by the first call.
 func (g *globals) dial() (*grpc.ClientConn, error) {
-	from := "--endpoint"
-	if e := os.Getenv(endpointEnv); e != "" && !g.endpointSet {
-		g.endpoint, from = e, endpointEnv
+	from, err := g.resolveEndpoint()
+	if err != nil {
+		return nil, err
 	}
 	path, err := proxy.ParseEndpoint(g.endpoint)
 	if err != nil {
@@ -158,6 +169,49 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", g.endpoint, err)
 	}
 	return conn, nil
+}
+
+// resolveEndpoint settles g.endpoint, as crictl settles its own: --endpoint,
+// else $CRISHIM_ENDPOINT, else the listen key of crishim's config file (the
+// socket crishim serves), else the default. It returns where it came from.
+func (g *globals) resolveEndpoint() (string, error) {
+	if g.endpointSet {
+		return "--endpoint", nil
+	}
+	if e := os.Getenv(endpointEnv); e != "" {
+		g.endpoint = e
+		return endpointEnv, nil
+	}
+	if g.config == "" {
+		return "--endpoint", nil
+	}
+	listen, err := configListen(g.config)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !g.configSet:
+		return "--endpoint", nil // no config file: crishim serves its default too
+	case err != nil:
+		return "", usageError{fmt.Errorf("--config: %w", err)}
+	case listen != "":
+		g.endpoint = listen
+		return g.config + ": listen", nil
+	}
+	return "--endpoint", nil
+}
+
+// configListen reads the listen key of crishim's config file ("" when the
+// file leaves it at its default). The other keys are crishim's business.
+func configListen(path string) (string, error) {
+	data, err := flagfile.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var c struct {
+		Listen string `toml:"listen"`
+	}
+	if err := toml.Unmarshal(data, &c); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return c.Listen, nil
 }
 
 // call runs f with a connection to crishim under --timeout.

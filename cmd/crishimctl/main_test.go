@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,6 +153,57 @@ func TestEndpointForms(t *testing.T) {
 		_, errOut, code := ctl(tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.want) {
 			t.Errorf("CRISHIM_ENDPOINT=%q crishimctl %v: exit %d, stderr %q; want %d with %q", tt.env, tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+}
+
+// TestEndpointFollowsCrishimConfig: with neither --endpoint nor CRISHIM_ENDPOINT,
+// crishimctl talks to the socket crishim's config file says crishim listens on (its
+// listen key, in either form), from --config or crishim's default file; the flag and
+// the variable win over it; an absent default file or one without listen leaves the
+// default socket; a named file that cannot be read, or is not TOML, is a usage error.
+func TestEndpointFollowsCrishimConfig(t *testing.T) {
+	ep, _ := serveFake(t)
+	path := strings.TrimPrefix(ep, "unix://")
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	listening := write("listen.toml", "version = 1\n# crishim's settings\nlog-level = \"debug\"\nlisten = \""+path+"\"\n")
+	listeningURL := write("listen-url.toml", "version = 1\nlisten = \""+ep+"\"\n")
+	nowhere := write("nowhere.toml", "version = 1\nlisten = \"/nonexistent/crishim.sock\"\n")
+	noListen := write("nolisten.toml", "version = 1\nlog-level = \"debug\"\n")
+	broken := write("broken.toml", "listen = \n")
+	defer func(old string) { defaultConfig = old }(defaultConfig)
+	tests := []struct {
+		defaultFile string
+		env         string
+		args        []string
+		code        int
+		want        string // in stderr
+	}{
+		{listening, "", []string{"status"}, 0, ""},
+		{filepath.Join(dir, "absent.toml"), "", []string{"--config", listeningURL, "status"}, 0, ""},
+		{listening, "", []string{"--config", nowhere, "status"}, 1, "/nonexistent/crishim.sock"},
+		{nowhere, "", []string{"--endpoint", ep, "status"}, 0, ""},
+		{nowhere, ep, []string{"status"}, 0, ""},
+		{noListen, "", []string{"status"}, 1, "/run/crishim/crishim.sock"},
+		{filepath.Join(dir, "absent.toml"), "", []string{"status"}, 1, "/run/crishim/crishim.sock"},
+		{listening, "", []string{"--config", filepath.Join(dir, "absent.toml"), "status"}, 2, "absent.toml"},
+		{broken, "", []string{"status"}, 2, "broken.toml"},
+		{listening, "", []string{"--config", "", "status"}, 1, "/run/crishim/crishim.sock"},
+	}
+	for _, tt := range tests {
+		defaultConfig = tt.defaultFile
+		t.Setenv("CRISHIM_ENDPOINT", tt.env)
+		_, errOut, code := ctl(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("default config %s, CRISHIM_ENDPOINT=%q, crishimctl %v: exit %d, stderr %q; want %d with %q",
+				filepath.Base(tt.defaultFile), tt.env, tt.args, code, errOut, tt.code, tt.want)
 		}
 	}
 }

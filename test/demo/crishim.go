@@ -9,15 +9,15 @@ import (
 	"github.com/crishim/crishim/test/harness"
 )
 
-// startCrishim starts the demo's crishim in the slot's directory. A kept
-// crishim gets its own session and a pid file so `make demo-clean` can find
-// it.
-func startCrishim(bin, sock string, cd *harness.Containerd, keep bool) (*crishimproc.Process, error) {
+// startCrishim starts the demo's crishim with its socket and log in dir. A
+// kept crishim gets its own session and a pid file in the slot's directory,
+// naming it and its socket, so `make demo-clean` can find it.
+func startCrishim(bin, dir string, cd *harness.Containerd, keep bool) (*crishimproc.Process, error) {
 	p, err := crishimproc.Start(crishimproc.Options{
 		Binary:          bin,
-		Socket:          sock,
+		Socket:          filepath.Join(dir, "crishim.sock"),
 		RuntimeEndpoint: cd.Endpoint,
-		LogPath:         filepath.Join(cd.Dir, "crishim.log"),
+		LogPath:         filepath.Join(dir, "crishim.log"),
 		Args:            []string{"--containerd-address", cd.ContainerdAddress},
 		Detach:          keep,
 	})
@@ -25,7 +25,7 @@ func startCrishim(bin, sock string, cd *harness.Containerd, keep bool) (*crishim
 		return nil, err
 	}
 	if keep {
-		pid := strconv.Itoa(p.Cmd.Process.Pid) + "\n"
+		pid := strconv.Itoa(p.Cmd.Process.Pid) + "\n" + p.Socket + "\n"
 		if err := os.WriteFile(filepath.Join(cd.Dir, crishimPidFile), []byte(pid), 0o644); err != nil {
 			return nil, err
 		}

@@ -26,6 +26,7 @@ func main() {
 	crishimctl := flag.String("crishimctl", "bin/crishimctl", "crishimctl binary")
 	keep := flag.Bool("keep", false, "leave containerd and crishim running")
 	clean := flag.Bool("clean", false, "remove what a kept demo left running, then exit")
+	dir := flag.String("dir", "", "directory for crishim's socket and log (created if missing; default: the private runtime's own directory under "+harness.BaseDir+")")
 	kube := flag.Bool("kube", false, "run the kubectl chapter on a real node even if its Kubernetes binaries must be built first (cold: many minutes); without it the chapter runs only when they are cached")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -34,7 +35,7 @@ func main() {
 	if *clean {
 		err = cleanKept()
 	} else {
-		err = run(ctx, *crishim, *crishimctl, *keep, *kube)
+		err = run(ctx, *crishim, *crishimctl, *dir, *keep, *kube)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -45,7 +46,7 @@ func main() {
 // crishimPidFile is where a kept demo records its crishim, inside the slot.
 const crishimPidFile = "crishim.pid"
 
-func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error {
+func run(ctx context.Context, crishimBin, ctlBin, dir string, keep, kube bool) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo starts a private containerd and needs root")
 	}
@@ -53,6 +54,17 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error 
 		if _, err := os.Stat(bin); err != nil {
 			return fmt.Errorf("%s: %w (run `make build` first)", bin, err)
 		}
+	}
+	if dir != "" {
+		// Before the runtime starts: a directory that cannot be used fails at once.
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return fmt.Errorf("--dir: %w", err)
+		}
+		dir = abs
 	}
 	rt, err := harness.RuntimeFromEnv()
 	if err != nil {
@@ -74,16 +86,19 @@ func run(ctx context.Context, crishimBin, ctlBin string, keep, kube bool) error 
 	}
 	detail("%s %s at %s in %s (up in %s)", cd.RuntimeName, cd.RuntimeVersion, cd.Endpoint, cd.Dir, time.Since(start).Round(time.Millisecond))
 
-	sock := filepath.Join(cd.Dir, "crishim.sock")
+	if dir == "" {
+		dir = cd.Dir
+	}
+	sock := filepath.Join(dir, "crishim.sock")
 	say("Starting crishim in front of it")
-	d, err := startCrishim(crishimBin, sock, cd, keep)
+	d, err := startCrishim(crishimBin, dir, cd, keep)
 	if err != nil {
 		return err
 	}
 	if !keep {
 		defer stopCrishim(d)
 	}
-	detail("crishim --listen %s --runtime-endpoint %s (metrics on %s)", sock, cd.Endpoint, d.Metrics)
+	detail("crishim --listen %s --runtime-endpoint %s (metrics on %s, log %s)", sock, cd.Endpoint, d.Metrics, filepath.Join(dir, "crishim.log"))
 
 	if err := walk(ctx, ctlBin, d, cd); err != nil {
 		return err
@@ -149,19 +164,23 @@ func cleanKept() error {
 	return err
 }
 
-// killRecorded stops the crishim whose pid a kept demo wrote, after checking
-// the pid still belongs to that crishim (pids are reused).
+// killRecorded stops the crishim whose pid (and socket) a kept demo wrote,
+// after checking the pid still belongs to that crishim (pids are reused).
 func killRecorded(pidFile string) error {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		return err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pidText, sock, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	pid, err := strconv.Atoi(pidText)
 	if err != nil {
 		return fmt.Errorf("%s: %w", pidFile, err)
 	}
+	if sock == "" { // written before the socket was recorded: it was in the slot
+		sock = filepath.Dir(pidFile)
+	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), filepath.Dir(pidFile)) {
+	if err != nil || !strings.Contains(string(cmdline), sock) {
 		return os.Remove(pidFile) // already gone
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {

@@ -149,6 +149,7 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 		"usr/bin/crishim", "usr/bin/crishimctl", "lib/systemd/system/crishim.service",
 		"etc/crishim/config.toml",
 		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
+		"usr/share/crishim/prometheus/crishim-alerts_test.yaml",
 		"usr/share/doc/crishim/copyright", "usr/share/doc/crishim/changelog.gz",
 		"usr/share/doc/crishim/install.md", "usr/share/doc/crishim/README.md",
 		"usr/share/bash-completion/completions/crishimctl", "usr/share/zsh/vendor-completions/_crishimctl",
@@ -166,6 +167,15 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	// systemd runs every ExecReload= line: two would send two SIGHUPs per reload.
 	if n := len(regexp.MustCompile(`(?m)^ExecReload=`).FindAll(unit, -1)); n != 1 {
 		t.Errorf("crishim.service has %d ExecReload= lines, want 1:\n%s", n, unit)
+	}
+	// The alerting rules' tests run where the package put them, beside the rules.
+	if err := harness.EnsurePrometheus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	promtool := exec.CommandContext(ctx, "promtool", "test", "rules", "crishim-alerts_test.yaml")
+	promtool.Dir = filepath.Join(r, "usr/share/crishim/prometheus")
+	if out, err := promtool.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules in /usr/share/crishim/prometheus: %v\n%s", err, out)
 	}
 	if dropIns, err := os.ReadDir(filepath.Join(r, "usr/share/crishim/kubelet")); err != nil || len(dropIns) == 0 {
 		t.Errorf("no kubelet drop-in shipped in /usr/share/crishim/kubelet (%v)", err)

@@ -17,4 +17,9 @@
 //     whitespace (quotes respected, zero words if unset); ${NAME} anywhere becomes the value
 //     as it is, within the word; $$ is a literal $. %% is a literal %; other specifiers are
 //     refused.
+//
+// It also builds the file system a unit's sandboxing settings give its service (Sandbox:
+// ProtectSystem=, ProtectHome=, PrivateTmp=, ReadWritePaths=, RuntimeDirectory= and its kin)
+// in a mount namespace of the service's own, so that a test can run a daemon as its unit
+// would, never changing the machine's own file system (sandbox.go, sandbox_linux.go).
 package systemdunit
