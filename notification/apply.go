@@ -23,7 +23,7 @@ import (
 // without a conflict or a retry loop, which a read-modify-write patch of a shared list would
 // need under contention.
 func (c *Controller) apply(ctx context.Context, n *v1alpha1.Notification, mine map[string]v1alpha1.PodNotificationStatus) error {
-	u, err := applyObject(n, mine, time.Now())
+	u, err := ApplyObject(n, mine, time.Now())
 	if err != nil {
 		return err
 	}
@@ -36,10 +36,12 @@ func (c *Controller) apply(ctx context.Context, n *v1alpha1.Notification, mine m
 	return nil
 }
 
-// applyObject is the apply configuration: identity (with the UID, so a Notification deleted
-// and recreated under the same name is never written with an old one's entries), the node's
-// entries, and the conditions.
-func applyObject(n *v1alpha1.Notification, mine map[string]v1alpha1.PodNotificationStatus, now time.Time) (*unstructured.Unstructured, error) {
+// ApplyObject is the apply configuration a node sends: identity (with the UID, so a
+// Notification deleted and recreated under the same name is never written with an old one's
+// entries), the node's entries (mine, by pod UID), and the conditions computed from n's
+// entries with mine replacing their older copies. Exported for the tests that prove the
+// write scheme on a real apiserver (test/kube): they must send what a node sends.
+func ApplyObject(n *v1alpha1.Notification, mine map[string]v1alpha1.PodNotificationStatus, now time.Time) (*unstructured.Unstructured, error) {
 	merged := mergeEntries(n.Status.PodNotificationStatuses, mine)
 	own := make([]v1alpha1.PodNotificationStatus, 0, len(mine))
 	for _, e := range mine {

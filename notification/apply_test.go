@@ -22,7 +22,7 @@ func TestApplyObjectCarriesOnlyOwnEntries(t *testing.T) {
 		}},
 	}
 	mine := map[string]v1alpha1.PodNotificationStatus{"uid-p1": entry("a", "p1", ok)}
-	u, err := applyObject(n, mine, time.Unix(1000, 0))
+	u, err := ApplyObject(n, mine, time.Unix(1000, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -55,6 +57,10 @@ type Controller struct {
 	manager  string // server-side apply field manager: one per node
 	queue    workqueue.TypedRateLimitingInterface[string]
 	informer cache.SharedIndexInformer
+	// recorder sends Events through a broadcaster Run owns, which aggregates repeats and
+	// rate-limits them per Notification (client-go's EventCorrelator), so a notifier failing
+	// in many pods cannot flood the apiserver with Events.
+	recorder record.EventRecorder
 
 	mu       sync.Mutex
 	inflight map[string]bool // pod UIDs whose run this process started and has not recorded
@@ -124,6 +130,10 @@ func (c *Controller) watchResult(err error) {
 // Run serves until ctx ends. The CRI path never waits on it.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	defer events.Shutdown()
+	events.StartRecordingToSink(&eventSink{ctx: ctx, events: c.o.Dynamic.Resource(eventsResource), metrics: c.o.Metrics})
+	c.recorder = events.NewRecorder(scheme, eventSource(c.o.NodeName))
 	go c.informer.RunWithContext(ctx)
 	c.log.Info("watching Notifications")
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
@@ -199,20 +209,27 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		byUID[e.PodUID] = e
 	}
 
+	// The cache may lag behind the apiserver (and behind this process's own writes after a
+	// restart), so before acting on what it lacks, one fresh read confirms it: marking a
+	// finished run interrupted would be a lie that no later write corrects, and running a
+	// pod whose entry the cache does not show yet would run it twice.
+	var live map[string]v1alpha1.PodNotificationStatus
+	confirm := func() (err error) {
+		if live == nil {
+			live, err = c.liveEntries(ctx, n)
+		}
+		return err
+	}
+
 	// Entries this node wrote as started but whose result never came: this process did not
 	// start them, so an earlier crishim was cut off mid-run. Record that; never run again.
-	// The cache may lag, so a fresh read confirms it first: marking a finished run
-	// interrupted would be a lie that no later write corrects.
 	changed := false
-	var fresh map[string]v1alpha1.PodNotificationStatus
 	for uid, e := range mine {
 		if pending(e) && !c.isInflight(uid) {
-			if fresh == nil {
-				if fresh, err = c.liveEntries(ctx, n); err != nil {
-					return 0, err
-				}
+			if err := confirm(); err != nil {
+				return 0, err
 			}
-			if f, ok := fresh[uid]; ok && !pending(f) {
+			if f, ok := live[uid]; ok && !pending(f) {
 				mine[uid] = f
 				continue
 			}
@@ -225,8 +242,27 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	}
 	var toRun []*runtimeapi.PodSandbox
 	for _, p := range pods {
-		if _, done := byUID[p.GetMetadata().GetUid()]; !done {
-			toRun = append(toRun, p)
+		uid := p.GetMetadata().GetUid()
+		if _, done := byUID[uid]; !done {
+			if _, done := mine[uid]; !done {
+				toRun = append(toRun, p)
+			}
+		}
+	}
+	if len(toRun) > 0 {
+		if err := confirm(); err != nil {
+			return 0, err
+		}
+		stale := len(toRun)
+		toRun = slices.DeleteFunc(toRun, func(p *runtimeapi.PodSandbox) bool {
+			_, recorded := live[p.GetMetadata().GetUid()]
+			return recorded
+		})
+		if len(toRun) < stale {
+			// The cache is behind a write that recorded these pods; its watch event brings
+			// that write and this Notification back. Deciding now, on the old view, could
+			// only write conditions that the entries contradict.
+			return 0, nil
 		}
 	}
 	if len(mine) == 0 && len(toRun) == 0 {
@@ -295,13 +331,15 @@ func (c *Controller) keepResult(notification types.UID, pod string, e v1alpha1.P
 	c.results[resultKey{notification, types.UID(pod)}] = e
 }
 
-// overlayResults puts the entries this process wrote over the cache's older copies.
+// overlayResults puts the entries this process wrote over the cache's older copies, and adds
+// those the cache does not show yet: a cache older than this process's own writes must
+// neither make a finished run look interrupted nor a recorded pod look never run.
 func (c *Controller) overlayResults(notification types.UID, mine map[string]v1alpha1.PodNotificationStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for uid := range mine {
-		if r, ok := c.results[resultKey{notification, types.UID(uid)}]; ok {
-			mine[uid] = r
+	for k, r := range c.results {
+		if k.notification == notification {
+			mine[string(k.pod)] = r
 		}
 	}
 }
@@ -324,7 +362,9 @@ func (c *Controller) forget(obj any) {
 	}
 }
 
-// liveEntries reads this node's entries from the apiserver, not the cache.
+// liveEntries reads the Notification's entries from the apiserver, not the cache, by pod
+// UID: every node's, for a pod is recorded once whoever recorded it. A Notification
+// deleted and recreated under the same name has none of the old one's entries.
 func (c *Controller) liveEntries(ctx context.Context, n *v1alpha1.Notification) (map[string]v1alpha1.PodNotificationStatus, error) {
 	u, err := c.o.Dynamic.Resource(v1alpha1.Resource).Namespace(n.Namespace).Get(ctx, n.Name, metav1.GetOptions{})
 	if err != nil {
@@ -335,7 +375,14 @@ func (c *Controller) liveEntries(ctx context.Context, n *v1alpha1.Notification) 
 	if err != nil {
 		return nil, err
 	}
-	return c.ownEntries(live), nil
+	entries := map[string]v1alpha1.PodNotificationStatus{}
+	if live.UID != n.UID {
+		return entries, nil
+	}
+	for _, e := range live.Status.PodNotificationStatuses {
+		entries[e.PodUID] = e
+	}
+	return entries, nil
 }
 
 // runOne runs the notifier in one pod; started is the entry recorded before the run, which a
@@ -355,7 +402,8 @@ func (c *Controller) runOne(ctx context.Context, n *v1alpha1.Notification, p *ru
 		if s.Error != nil {
 			result = "failed"
 			log.Warn("notification: notifier failed", "container", s.ContainerName, "errorType", s.Error.ErrorType, "reason", s.Error.Reason, "message", s.Error.Message)
-			c.event(ctx, n, fmt.Sprintf("pod %s container %s on node %s: %s %s: %s", e.PodName, s.ContainerName, c.o.NodeName, s.Error.ErrorType, s.Error.Reason, s.Error.Message))
+			c.recorder.Eventf(n, corev1.EventTypeWarning, v1alpha1.ReasonFailed, "pod %s container %s on node %s: %s %s: %s",
+				e.PodName, s.ContainerName, c.o.NodeName, s.Error.ErrorType, s.Error.Reason, s.Error.Message)
 		}
 	}
 	if result == "succeeded" {
@@ -419,31 +467,6 @@ func (c *Controller) delete(ctx context.Context, n *v1alpha1.Notification) error
 	default:
 		c.o.Metrics.APIError("delete")
 		return fmt.Errorf("delete expired notification %s/%s: %w", n.Namespace, n.Name, err)
-	}
-}
-
-// eventsResource is core/v1 Events, written through the dynamic client for the same reason
-// as the informer.
-var eventsResource = corev1.SchemeGroupVersion.WithResource("events")
-
-func (c *Controller) event(ctx context.Context, n *v1alpha1.Notification, msg string) {
-	now := metav1.Now()
-	ev := &corev1.Event{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta: metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: n.Namespace},
-		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind,
-			Namespace: n.Namespace, Name: n.Name, UID: n.UID},
-		Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonFailed, Message: msg,
-		Source:         corev1.EventSource{Component: "crishim", Host: c.o.NodeName},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ev)
-	if err == nil {
-		_, err = c.o.Dynamic.Resource(eventsResource).Namespace(n.Namespace).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
-	}
-	if err != nil {
-		c.o.Metrics.APIError("event")
-		c.log.Warn("notification: could not record an Event", "err", err)
 	}
 }
 

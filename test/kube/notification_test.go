@@ -30,6 +30,7 @@ var notifierAnnotations = map[string]string{
 	"notifier.crishim.io/main.quiesce": `{"exec":["sh","-c","echo run >> /tmp/quiesce"]}`,
 	"notifier.crishim.io/main.fail":    `{"exec":["sh","-c","echo disk full >&2; exit 3"]}`,
 	"notifier.crishim.io/main.stuck":   `{"exec":["true"],"timeoutSeconds":2,"probe":{"exec":["test","-f","/never"]}}`,
+	"notifier.crishim.io/main.mark":    `{"exec":["true"]}`,
 }
 
 // TestNotificationAcrossTwoNodes: a Notification selects a kubelet pod on the test node and
@@ -99,10 +100,14 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 	})
 	t.Run("a failing notifier", func(t *testing.T) {
 		checkFailed(t, final["fail"], v1alpha1.ErrorTypeError, "ActionFailed", "disk full")
-		out := kubectl(t, "get", "events", "--field-selector", "involvedObject.name="+group+"-fail", "-o", "jsonpath={.items[*].reason}")
-		if !strings.Contains(out, v1alpha1.ReasonFailed) {
-			t.Errorf("no %s Event on the Notification: %q", v1alpha1.ReasonFailed, out)
-		}
+		// Events leave through the recorder's broadcaster, after the status is written.
+		eventually(t, 30*time.Second, func() error {
+			out := kubectl(t, "get", "events", "--field-selector", "involvedObject.name="+group+"-fail", "-o", "jsonpath={.items[*].reason}")
+			if !strings.Contains(out, v1alpha1.ReasonFailed) {
+				return fmt.Errorf("no %s Event on the Notification: %q", v1alpha1.ReasonFailed, out)
+			}
+			return nil
+		})
 	})
 	t.Run("a stuck notifier", func(t *testing.T) {
 		checkFailed(t, final["stuck"], v1alpha1.ErrorTypeTimeout, "ProbeFailed", "did not succeed in time")
@@ -123,7 +128,22 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.restart(t)
-		time.Sleep(5 * time.Second) // a relist and a reconcile of every Notification on both
+		// The signal that both restarted controllers have looked at every Notification: a
+		// new one, created now, completed by both. Each controller queues the Notifications
+		// of its first list before it starts working and before any later one, and takes
+		// them in order, so by the time it has run the new one it has taken up the old ones;
+		// and those are completed, which a controller reconciles without running anything.
+		obj := group + "-mark"
+		createNotification(t, obj, "mark", group)
+		waitNotification(t, ctx, dyn, obj, func(n *v1alpha1.Notification) bool {
+			done := 0
+			for _, e := range n.Status.PodNotificationStatuses {
+				if len(e.ContainerNotificationStatuses) == 1 && e.ContainerNotificationStatuses[0].Succeed {
+					done++
+				}
+			}
+			return done == 2
+		})
 		if out, _, code := kubectlEnv(t, nil, "", "exec", group+"-a", "--", "cat", "/tmp/quiesce"); code != 0 || out != "run\n" {
 			t.Errorf("node A ran quiesce %q times", out)
 		}
@@ -138,7 +158,7 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = testNode.RestartCrishim(context.Background(), false) })
 		b.restart(t, "--notification-gc-after=3s")
-		for _, name := range []string{"quiesce", "fail", "stuck", "none"} {
+		for _, name := range []string{"quiesce", "fail", "stuck", "none", "mark"} {
 			obj := group + "-" + name
 			eventually(t, time.Minute, func() error {
 				_, err := dyn.Resource(v1alpha1.Resource).Namespace("default").Get(ctx, obj, metav1.GetOptions{})
