@@ -50,7 +50,7 @@ deb:
 # notifiers, streaming, idempotence, governance, Notification objects, kubectl debug) run
 # again against each other runtime of the test bed (OTHER_RUNTIMES), each prepared first.
 # docs/testing.md#what-runs-where says what runs where.
-RUNTIME_TESTS ?= ^(TestCRIThroughCrishim|TestCrishimctlStatus|TestPIDTarget.*|TestCrishimctlDebug.*|TestStopSignal.*|TestSignalAPI.*|TestNotifiers|TestNotifySelector|TestExec.*|TestAttach.*|TestPortForward.*|TestCrishimctlExec|TestIdempotent.*|TestDebugImageAllowlist|TestAuditLogExec|TestRecordSessions.*|TestKubectlDebugTarget|TestKubectlDebugWithoutTarget|TestNotificationAcrossTwoNodes|TestNotifiersOnTheNode|TestKubeletListsByStreamingThroughCrishim|TestInPlaceResizeThroughCrishim)$$
+RUNTIME_TESTS ?= ^(TestCRIThroughCrishim|TestCrishimctlStatus|TestPIDTarget.*|TestCrishimctlDebug.*|TestStopSignal.*|TestSignalAPI.*|TestNotifiers|TestNotifySelector|TestExec.*|TestAttach.*|TestPortForward.*|TestCrishimctlExec|TestIdempotent.*|TestDebugImageAllowlist|TestAuditLogExec|TestRecordSessions.*|TestCrictl.*|TestWebSocket.*|TestKubectlDebugTarget|TestKubectlDebugWithoutTarget|TestNotificationAcrossTwoNodes|TestNotifiersOnTheNode|TestKubeletListsByStreamingThroughCrishim|TestInPlaceResizeThroughCrishim)$$
 OTHER_RUNTIMES ?= $(filter-out $(or $(RUNTIME),containerd),containerd crio containerd-1.6)
 test: build kube-bins runtime-bins
 	$(GO) vet ./...
