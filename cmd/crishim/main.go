@@ -216,6 +216,7 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 	if err := sdnotify.Notify(sdnotify.Ready); err != nil {
 		log.Warn("could not tell systemd crishim is ready", "err", err)
 	}
+	rl.serving.Store(true)
 
 	var serveErr error
 	select {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/crishim/crishim/allowlist"
@@ -55,6 +56,9 @@ type reloader struct {
 	level *slog.LevelVar
 	hup   <-chan os.Signal
 	poll  time.Duration // 0: reloadPoll
+	// serving is set once crishim told systemd READY=1: a reload before
+	// (a SIGHUP kept from start) must not say READY=1 for it.
+	serving atomic.Bool
 
 	running    map[string]string // the settings in force, by key
 	data       []byte            // the config file as last read
@@ -129,8 +133,10 @@ func (r *reloader) check() {
 func (r *reloader) reload(why string) {
 	// systemd shows the unit reloading until READY=1 again, whatever the
 	// outcome: a failed reload leaves the settings in force, serving.
-	r.notify(sdnotify.Reloading())
-	defer r.notify(sdnotify.Ready)
+	if r.serving.Load() {
+		r.notify(sdnotify.Reloading())
+		defer r.notify(sdnotify.Ready)
+	}
 	ld, err := r.src.load()
 	if err != nil {
 		r.metrics.Reload(false)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/sys/unix"
 
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
@@ -215,5 +217,62 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 			t.Errorf("after %s: level %v, want the one in force (warn)", sw.what, level.Level())
 		}
 		r.unreadable = false // report the next swap too
+	}
+}
+
+// TestReloadTellsSystemdOnceServing: a reload says RELOADING=1 and then READY=1 to
+// $NOTIFY_SOCKET, but only once crishim has said READY=1 for its start: a SIGHUP kept
+// from start must not make systemd think crishim ready before its socket is.
+func TestReloadTellsSystemdOnceServing(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.toml")
+	replaceFile(t, file, "version = 1\n")
+	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := src.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "@crishim-reload-test-" + filepath.Base(filepath.Dir(file))
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	t.Setenv("NOTIFY_SOCKET", name)
+	// A datagram sent is queued before the send returns: what is not there now never was.
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func() []string {
+		var got []string
+		buf := make([]byte, 512)
+		for {
+			var n int
+			var rerr error
+			if err := raw.Read(func(fd uintptr) bool {
+				n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+				return true // never wait
+			}); err != nil || rerr != nil {
+				return got
+			}
+			first, _, _ := strings.Cut(string(buf[:n]), "\n")
+			got = append(got, first)
+		}
+	}
+	r := &reloader{src: src, level: new(slog.LevelVar)}
+	r.running, r.data = ld.values(), ld.data
+	r.policy, r.metrics, r.log = ld.cfg.debugImages.policy, metrics.NewConfig(), slog.New(slog.DiscardHandler)
+
+	r.reload("SIGHUP")
+	if got := queued(); len(got) != 0 {
+		t.Errorf("before serving, a reload told systemd %q", got)
+	}
+	r.serving.Store(true)
+	r.reload("SIGHUP")
+	if got := queued(); strings.Join(got, " ") != "RELOADING=1 READY=1" {
+		t.Errorf("a reload told systemd %q, want RELOADING=1 then READY=1", got)
 	}
 }
