@@ -233,7 +233,7 @@ func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, s
 		}
 	}
 	if o.leakCalls > 0 && o.bench.MatchString("RSS") {
-		r, err := rssAfter(ctx, targets[1], crishim.Metrics, tput, o.clients, o.leakCalls)
+		r, err := rssAfter(ctx, targets[1], crishim.Metrics, tput, o.clients, o.leakCalls) // targets[1]: crishim, started first
 		if err != nil {
 			return fmt.Errorf("%s RSS: %w", backend, err)
 		}
