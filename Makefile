@@ -19,6 +19,8 @@ TOOLS     := $(CURDIR)/bin/tools
 STATICCHECK_VERSION ?= v0.8.2
 CONTROLLER_GEN_VERSION ?= v0.23.0
 NFPM_VERSION ?= v2.45.2
+# golang.org/x/perf has no tagged releases: a pseudo-version from the module proxy.
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 # Where `make deb` writes dist/crishim_<version>_<arch>.deb. DEB_VERSION (default from
 # `git describe`, see packaging/deb/version.sh) and GOARCH may be set.
 DIST ?= $(CURDIR)/dist
@@ -29,7 +31,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-node conformance lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -107,11 +109,27 @@ kube-bins:
 runtime-bins:
 	@$(GO) run ./test/harness/prepare
 
-# Direct vs. a byte-copying pipe (the floor) vs. crishim vs. a naive forwarder,
-# interleaved, against a fake runtime and the private containerd (root).
-# BENCH_FLAGS='-o json' for machines.
+# Direct vs. a byte-copying pipe (the floor) vs. crishim, interleaved, through the
+# kubelet's client, against a fake runtime and the private runtime (root). Prints Go
+# benchmark format: `make bench > a.txt` a few times, then `bin/tools/benchstat -col /target
+# a.txt` (make benchstat installs it). BENCH_FLAGS='--baseline OTHER --bench Version'...
 bench: build
 	$(GO) run ./test/bench --crishim bin/crishim $(BENCH_FLAGS)
+
+# The micro guard (not part of make test: no timings in tests): GUARD_RUNS runs of the small
+# calls with the naive forwarder too, then crishim's added latency, median over the runs,
+# at most 1.4x the pipe's and at most half the naive forwarder's. Runs stay in bin/bench-guard.
+GUARD_RUNS ?= 8
+bench-guard: build
+	$(GO) build -o bin/bench ./test/bench
+	@rm -rf bin/bench-guard && mkdir -p bin/bench-guard
+	@for i in $$(seq $(GUARD_RUNS)); do echo "== run $$i of $(GUARD_RUNS)"; \
+		bin/bench --crishim bin/crishim --naive --bench '^(Version|ContainerStatus)$$' $(BENCH_FLAGS) > bin/bench-guard/run-$$i.txt || exit 1; done
+	bin/bench --guard bin/bench-guard/run-*.txt
+
+# benchstat (golang.org/x/perf) reads make bench's output: medians, intervals, A/B deltas.
+benchstat:
+	@test -x $(TOOLS)/benchstat || GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 # What the kubelet feels: the test bed's node (root; RUNTIME picks the runtime) with its
 # kubelet pointed at crishim and straight at the runtime in turn, the same load of 110 pods

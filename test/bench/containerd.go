@@ -102,19 +102,3 @@ func populatePod(ctx context.Context, cd *harness.Containerd, rt runtimeapi.Runt
 	}
 	return nil
 }
-
-// containerdWorkloads are the kubelet's calls against a real, busy runtime.
-func containerdWorkloads(p *populated, samples int) []workload {
-	all := map[string]string{benchLabel: "yes"}
-	ten := map[string]string{tenLabel: "yes"}
-	return []workload{
-		{"Version", version(), samples},
-		{"ContainerStatus", containerStatus(p.containers[0]), samples},
-		{"ListContainers 10", listContainers(ten), samples},
-		{fmt.Sprintf("ListContainers %d", len(p.containers)), listContainers(all), samples / 4},
-		{"ListPodSandbox 10", listPods(ten), samples},
-		{fmt.Sprintf("ListPodSandbox %d", len(p.pods)), listPods(all), samples / 4},
-		{"ExecSync true", execSync(p.containers[1]), max(samples/50, 10)},
-		{fmt.Sprintf("relist %d pods/%d ctrs", len(p.pods), len(p.containers)), relist(all, all, p.containers[:3]), samples / 10},
-	}
-}

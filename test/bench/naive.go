@@ -78,7 +78,7 @@ func runNaiveForwarder(ctx context.Context, listen, backend string) error {
 				}
 			}
 		}))
-	fmt.Println("naive forwarder ready")
+	fmt.Println("ready")
 	stopServing := context.AfterFunc(ctx, gs.Stop)
 	defer stopServing()
 	return gs.Serve(ln)

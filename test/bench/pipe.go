@@ -20,6 +20,7 @@ func runPipe(ctx context.Context, listen, backend string) error {
 	if err != nil {
 		return fmt.Errorf("pipe: %w", err)
 	}
+	fmt.Println("ready")
 	return servePipe(ctx, ln, func() (net.Conn, error) { return net.Dial("unix", backend) })
 }
 

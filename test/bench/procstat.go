@@ -30,8 +30,8 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
-// rss is a process's resident set size in bytes.
-func rss(pid int) (int64, error) {
+// procRSS is a process's resident set size in bytes.
+func procRSS(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
