@@ -3,16 +3,13 @@ package shim
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -64,31 +61,11 @@ func (f *prefixRuntime) RemoveContainer(_ context.Context, in *runtimeapi.Remove
 func serveAudited(t *testing.T, s *Shim, relay proxy.RelayMode) runtimeapi.RuntimeServiceClient {
 	t.Helper()
 	unary, stream := s.CRICallInterceptors()
-	srv, err := proxy.NewServer(s.backend, proxy.ServerOptions{
+	return serveShimWith(t, s, proxy.ServerOptions{
 		Intercept: s.Intercepted(), Services: s.Services(), Relay: relay,
 		Unary: []grpc.UnaryServerInterceptor{unary}, Stream: []grpc.StreamServerInterceptor{stream},
 		Audited: CRICallsAudited(s.opts.Audit.CRICalls()),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "crishim.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return runtimeapi.NewRuntimeServiceClient(conn)
 }
 
 // TestCRICallsOfOtherCallersAreAudited: a caller other than the kubelet (this

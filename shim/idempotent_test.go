@@ -62,7 +62,14 @@ func startNotFoundShim(t *testing.T, mode string, m *metrics.Idempotent) *Shim {
 // returns a CRI client to it.
 func serveShim(t *testing.T, s *Shim, relay proxy.RelayMode) runtimeapi.RuntimeServiceClient {
 	t.Helper()
-	srv, err := proxy.NewServer(s.backend, proxy.ServerOptions{Intercept: s.Intercepted(), Services: s.Services(), Relay: relay})
+	return serveShimWith(t, s, proxy.ServerOptions{Intercept: s.Intercepted(), Services: s.Services(), Relay: relay})
+}
+
+// serveShimWith serves s with opts on a socket of the test's, and returns a
+// CRI client to it.
+func serveShimWith(t *testing.T, s *Shim, opts proxy.ServerOptions) runtimeapi.RuntimeServiceClient {
+	t.Helper()
+	srv, err := proxy.NewServer(s.backend, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,14 +16,12 @@ import (
 	"github.com/crishim/crishim/shim"
 )
 
-// startNotifications runs the Notification controller until ctx ends, when configured. An
-// unreachable apiserver is not an error here: the controller warns and retries, and CRI
-// keeps working; only a kubeconfig that cannot be read stops crishim at start.
-func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (done <-chan struct{}, err error) {
-	if !cfg.enabled() {
-		return nil, nil
-	}
+// restConfig is the API server client's configuration: --kubeconfig, or
+// in-cluster when crishim runs in a pod. Both the Notification controller
+// and the pod spec reads use it.
+func (cfg notificationsConfig) restConfig() (*rest.Config, error) {
 	var rc *rest.Config
+	var err error
 	if cfg.kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
 	} else {
@@ -33,6 +31,20 @@ func startNotifications(ctx context.Context, cfg notificationsConfig, backend *p
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.kubeconfig, err)
 	}
 	rc.UserAgent = "crishim/" + version
+	return rc, nil
+}
+
+// startNotifications runs the Notification controller until ctx ends, when configured. An
+// unreachable apiserver is not an error here: the controller warns and retries, and CRI
+// keeps working; only a kubeconfig that cannot be read stops crishim at start.
+func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (done <-chan struct{}, err error) {
+	if !cfg.enabled() {
+		return nil, nil
+	}
+	rc, err := cfg.restConfig()
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver client: %w", err)

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/crishim/crishim/podspec"
 	"github.com/crishim/crishim/shim"
@@ -22,17 +20,10 @@ func podSpecs(cfg notificationsConfig, log *slog.Logger) (shim.ContainerKinds, e
 		log.Debug("no API server: only containers created with PID namespace TARGET are debug containers", "feature", "debug-images")
 		return nil, nil
 	}
-	var rc *rest.Config
-	var err error
-	if cfg.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := cfg.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.kubeconfig, err)
+		return nil, err
 	}
-	rc.UserAgent = "crishim/" + version
 	// client-go's default (5 a second, bursts of 10) would queue the pod
 	// reads of a node starting many containers at once, each holding a
 	// CreateContainer (measured: 200 ms a read past the burst). The
