@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
@@ -49,7 +50,8 @@ func TestSignalAPI(t *testing.T) {
 			if path.via == "containerd" {
 				needContainerdAPI(t)
 			}
-			p := startCrishim(t, testbed.Endpoint, path.flags...)
+			auditPath := filepath.Join(t.TempDir(), "audit.log")
+			p := startCrishim(t, testbed.Endpoint, append([]string{"--audit-log", auditPath}, path.flags...)...)
 			rs, _ := criClients(t, p.Endpoint)
 			pod := podConfig(t, uniqueName("signal-"+path.via), nil)
 			podID := runPod(t, rs, pod)
@@ -61,6 +63,16 @@ func TestSignalAPI(t *testing.T) {
 			}
 			if want := fmt.Sprintf("sent SIGHUP (1) to container %s via %s", id, path.via); !strings.Contains(out, want) {
 				t.Errorf("crishimctl signal printed %q; want %q", out, want)
+			}
+			// Both of its audit events name the container by its full ID,
+			// though the operator typed a prefix.
+			for _, stage := range []string{audit.StageStarted, audit.StageEnded} {
+				ev := auditEvent(t, auditPath, "the signal's "+stage+" event", func(ev audit.Event) bool {
+					return ev.Kind == audit.KindSignal && ev.Stage == stage
+				})
+				if ev.ContainerID != id || ev.PodSandboxID != podID {
+					t.Errorf("signal %s event names container %q of pod %q; want %q of %q", stage, ev.ContainerID, ev.PodSandboxID, id, podID)
+				}
 			}
 			// USR2 is a barrier: once its line is there, a second HUP sent
 			// with the first would have been handled too.
