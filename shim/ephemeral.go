@@ -7,6 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/podspec"
 )
@@ -37,6 +38,7 @@ const (
 type ephemeralContainers struct {
 	images  *debugImages
 	kinds   ContainerKinds // nil: no API server, only TARGET containers are known debug containers
+	others  bool           // every container of a caller other than the kubelet is one
 	audit   *audit.Log
 	metrics *metrics.DebugImages
 	log     *slog.Logger
@@ -78,17 +80,24 @@ func (e *ephemeralContainers) createChecked(ctx context.Context, req *runtimeapi
 }
 
 // debugContainer says whether req is a debug container this handler judges:
-// today an ephemeral container the kubelet creates without TARGET (TARGET
-// containers, from any client, are pidTarget's). It is asked only when the
-// answer changes something: the allowlist is enforced, or the audit log is
-// on. A further signal (such as the caller not being the kubelet) is one
-// more case here, before the kubelet's.
+// an ephemeral container the kubelet creates without TARGET (TARGET
+// containers, from any client, are pidTarget's), and with others any
+// container a caller other than the kubelet creates (crictl by hand). It is
+// asked only when the answer changes something: the allowlist is enforced,
+// or the audit log is on.
 func (e *ephemeralContainers) debugContainer(ctx context.Context, req *runtimeapi.CreateContainerRequest) bool {
 	if !e.images.policy.Enforced() && e.audit == nil {
 		return false
 	}
 	if req.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid() == runtimeapi.NamespaceMode_TARGET {
 		return false
+	}
+	if e.others {
+		// A caller crishim could not identify counts as another: this
+		// setting is for nodes where only the kubelet should create.
+		if !caller.FromContext(ctx).IsKubelet() {
+			return true
+		}
 	}
 	return e.kubeletEphemeral(ctx, req)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/caller"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/podspec"
 )
@@ -73,6 +74,8 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 		req    *runtimeapi.CreateContainerRequest
 		allow  string // "" : no allowlist
 		kinds  *fakeKinds
+		others bool            // --debug-image-allowlist-other-callers
+		caller *caller.Process // who creates it (nil: unknown)
 		code   codes.Code
 		asked  int    // API server lookups
 		lookup string // the lookup result counted, if any
@@ -101,6 +104,14 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 		{name: "not the kubelet's: no pod to ask", req: with(kubeletRequest("debugger", "sha256:busyboxid"), func(r *runtimeapi.CreateContainerRequest) {
 			r.Config.Labels = nil
 		}), allow: "registry.corp/debug/*", kinds: &fakeKinds{kinds: kinds}, code: codes.OK},
+		{name: "other callers judged: crictl's container, image off the list", req: with(kubeletRequest("debugger", "sha256:busyboxid"), func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Labels = nil
+		}), allow: "registry.corp/debug/*", others: true, caller: &caller.Process{Exe: "/usr/bin/crictl"}, code: codes.PermissionDenied},
+		{name: "other callers judged: an unidentified caller counts as one", req: with(kubeletRequest("app", "sha256:busyboxid"), func(r *runtimeapi.CreateContainerRequest) {
+			r.Config.Labels = nil
+		}), allow: "registry.corp/debug/*", others: true, code: codes.PermissionDenied},
+		{name: "other callers judged: the kubelet's regular container is not", req: kubeletRequest("app", "sha256:busyboxid"), allow: "registry.corp/debug/*",
+			kinds: &fakeKinds{kinds: kinds}, others: true, caller: &caller.Process{Exe: "/usr/bin/kubelet", Kubelet: true}, code: codes.OK, asked: 1, lookup: "regular"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,12 +121,16 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 			}
 			f := newTargetFake()
 			m := metrics.NewDebugImages()
-			opts := Options{DebugImages: policy, DebugImageMetrics: m}
+			opts := Options{DebugImages: policy, DebugImageMetrics: m, DebugOtherCallers: tt.others}
 			if tt.kinds != nil {
 				opts.Pods = tt.kinds
 			}
 			s := New(serveFakeRuntimeAndImages(t, f, newFakeImages()), opts)
-			_, err = s.createContainer(context.Background(), tt.req)
+			ctx := context.Background()
+			if tt.caller != nil {
+				ctx = caller.NewContext(ctx, tt.caller)
+			}
+			_, err = s.createContainer(ctx, tt.req)
 			if status.Code(err) != tt.code {
 				t.Fatalf("CreateContainer: %v; want %s", err, tt.code)
 			}

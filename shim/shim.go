@@ -29,6 +29,9 @@ type Options struct {
 	// Pods tells the kubelet's ephemeral containers from its regular ones
 	// (podspec.Source); nil: only TARGET containers are debug containers.
 	Pods ContainerKinds
+	// DebugOtherCallers makes every container a caller other than the
+	// kubelet creates a debug container (--debug-image-allowlist-other-callers).
+	DebugOtherCallers bool
 
 	StopSignalMode string           // --stop-signal-mode: auto (or empty), native, emulate
 	SignalMetrics  *metrics.Signals // nil counts nothing
@@ -60,6 +63,7 @@ func New(backend *proxy.Backend, opts Options) *Shim {
 	s.ephemeral = &ephemeralContainers{
 		images:  s.target.images,
 		kinds:   opts.Pods,
+		others:  opts.DebugOtherCallers,
 		audit:   opts.Audit,
 		metrics: opts.DebugImageMetrics,
 		log:     s.logger("debug-images"),

@@ -138,6 +138,7 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 		DebugImages:       cfg.debugImages.policy,
 		DebugImageMetrics: debugImageMetrics,
 		Pods:              pods,
+		DebugOtherCallers: cfg.debugImages.otherCallers,
 		Audit:             auditLog,
 
 		IdempotentMetrics: idempotentMetrics,
