@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/audit"
 )
 
 // TestDebugImageAllowlist: crishim refuses a debug container (PID namespace
@@ -226,4 +230,27 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDebugImageAllowlistOtherCallers: with --debug-image-allowlist-other-callers, a container
+// a caller other than the kubelet creates (this test, as crictl would) is a debug container:
+// off the list it is refused before the runtime sees it, and its create is audited with its
+// caller.
+func TestDebugImageAllowlistOtherCallers(t *testing.T) {
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	p := startCrishim(t, testbed.Endpoint, "--debug-image-allowlist", "registry.corp.example/debug/*",
+		"--debug-image-allowlist-other-callers", "--audit-log", auditPath)
+	rs, _ := criClients(t, p.Endpoint)
+	pod := podConfig(t, uniqueName("other-callers"), nil)
+	podID := runPod(t, rs, pod)
+	_, err := rs.CreateContainer(context.Background(), podID, containerConfig("by-hand", appScript, nil), pod)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a container created by hand with %s off the list: %v; want PermissionDenied", testbed.BusyboxImage, err)
+	}
+	ev := auditEvent(t, auditPath, "the refused create's ended event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindDebug && ev.Stage == audit.StageEnded
+	})
+	if ev.Code != codes.PermissionDenied.String() || ev.Caller == nil || ev.Caller.Kubelet || ev.Caller.PID != int32(os.Getpid()) {
+		t.Errorf("ended event %+v (caller %+v); want PermissionDenied and this test as the caller", ev, ev.Caller)
+	}
 }
