@@ -33,10 +33,9 @@ func (p *Process) Err() error { return p.err }
 // upper layer is under p.State.
 //
 // The namespace is made by one thread of this process, which starts cmd and waits for it,
-// and is never given back to the Go scheduler: the thread ends with the process it started
-// (so the process's parent-death signal, if cmd sets one, fires with it). Never the main
-// thread: /proc/self shows the whole process the main thread's mounts, and the main thread
-// cannot end.
+// and is never given back to the Go scheduler, nor ended: it parks for the life of the
+// process (parkForever). Never the main thread: /proc/self shows the whole process the main
+// thread's mounts.
 func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 	sb, err := sb.resolved()
 	if err != nil {
@@ -66,20 +65,24 @@ func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 	proc := &Process{Cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	onThread(func() {
-		defer close(proc.done)
 		b := &builder{scratch: scratch}
-		defer b.closeTrees()
 		if err := b.build(ms); err != nil {
+			b.closeTrees()
+			close(proc.done)
 			started <- fmt.Errorf("sandbox: %w", err)
-			return
+			parkForever()
 		}
 		if err := cmd.Start(); err != nil {
+			b.closeTrees()
+			close(proc.done)
 			started <- err
-			return
+			parkForever()
 		}
 		b.closeTrees()
 		started <- nil
 		proc.err = cmd.Wait()
+		close(proc.done)
+		parkForever()
 	})
 	if err := <-started; err != nil {
 		return nil, err
@@ -87,8 +90,19 @@ func (sb Sandbox) Start(cmd *exec.Cmd, p Placement) (*Process, error) {
 	return proc, nil
 }
 
-// onThread runs f in a goroutine locked to a thread other than the main one, which ends
-// with f.
+// parkForever keeps the calling goroutine, and the thread locked to it, for the life of
+// the process. A Go thread that ends (a locked goroutine returning) fires the parent-death
+// signal (Pdeathsig) of every child any goroutine ever forked from that thread, and the
+// scheduler may have run the test bed's own forks there: its containerd was SIGKILLed when
+// this thread ended, failing every later test of the run. A thread left in the sandbox's
+// mount namespace must not serve other goroutines either, so it parks. One per Start, in
+// test binaries only.
+func parkForever() {
+	select {}
+}
+
+// onThread runs f in a goroutine locked to a thread other than the main one; f never
+// returns (parkForever).
 func onThread(f func()) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
