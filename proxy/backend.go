@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	criendpoint "github.com/crishim/crishim/endpoint"
 )
 
 // DefaultMaxMessageSize is the kubelet's CRI message size limit (16 MiB):
@@ -67,13 +69,13 @@ var reconnectBackoff = backoff.Config{
 
 // Dial creates the runtime (and, if different, image) connections.
 func Dial(opts BackendOptions) (*Backend, error) {
-	runtimePath, err := ParseEndpoint(opts.RuntimeEndpoint)
+	runtimePath, err := criendpoint.Parse(opts.RuntimeEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("runtime endpoint: %w", err)
 	}
 	imagePath := runtimePath
 	if opts.ImageEndpoint != "" {
-		if imagePath, err = ParseEndpoint(opts.ImageEndpoint); err != nil {
+		if imagePath, err = criendpoint.Parse(opts.ImageEndpoint); err != nil {
 			return nil, fmt.Errorf("image endpoint: %w", err)
 		}
 	}

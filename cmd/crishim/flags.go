@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/crishim/crishim/endpoint"
 	"github.com/crishim/crishim/proxy"
 )
 
@@ -43,15 +44,15 @@ func (c *config) flags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("crishim", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "the CRI socket to serve (mode 0660): /path or unix:///path")
-	checkValue(fs, "listen", endpoint)
+	checkValue(fs, "listen", validEndpoint)
 	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint: unix:///path or /path")
-	checkValue(fs, "runtime-endpoint", endpoint)
+	checkValue(fs, "runtime-endpoint", validEndpoint)
 	fs.StringVar(&c.imageEndpoint, "image-endpoint", "", "CRI image service endpoint: unix:///path or /path; empty means --runtime-endpoint")
 	checkValue(fs, "image-endpoint", func(s string) error {
 		if s == "" {
 			return nil
 		}
-		return endpoint(s)
+		return validEndpoint(s)
 	})
 	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:9847", "HOST:PORT for /metrics, /healthz and /readyz; empty disables")
 	fs.IntVar(&c.maxMessageSize, "max-message-size", proxy.DefaultMaxMessageSize, "largest gRPC message in bytes, both ways (the kubelet's limit is 16 MiB)")
@@ -84,7 +85,7 @@ func (c *config) flags() *pflag.FlagSet {
 // say what the command line or the file gave.
 func (c *config) finish(fs *pflag.FlagSet) error {
 	// Checked by the flag's own Set: a socket path either way it is written.
-	c.listen, _ = proxy.ParseEndpoint(c.listen)
+	c.listen, _ = endpoint.Parse(c.listen)
 	if c.imageEndpoint == "" {
 		c.imageEndpoint = c.runtimeEndpoint
 	}
@@ -122,8 +123,8 @@ func (c *config) finish(fs *pflag.FlagSet) error {
 // (cleaned), or as the same file when both exist (a symlink such as
 // /var/run -> /run). Every call would loop back into crishim until it ran
 // out of file descriptors.
-func notSelf(listen, name, endpoint string) error {
-	path, err := proxy.ParseEndpoint(endpoint)
+func notSelf(listen, name, ep string) error {
+	path, err := endpoint.Parse(ep)
 	if err != nil {
 		return fmt.Errorf("--%s: %w", name, err)
 	}
@@ -136,7 +137,7 @@ func notSelf(listen, name, endpoint string) error {
 	if same {
 		return fmt.Errorf("--%s %s is crishim's own socket (--listen %s): point it at the runtime's socket, "+
 			"unix:///run/containerd/containerd.sock for containerd or unix:///var/run/crio/crio.sock for CRI-O, "+
-			"and the kubelet's --container-runtime-endpoint at crishim's", name, endpoint, listen)
+			"and the kubelet's --container-runtime-endpoint at crishim's", name, ep, listen)
 	}
 	return nil
 }
@@ -160,8 +161,9 @@ func (v checkedValue) Set(s string) error {
 	return v.Value.Set(s)
 }
 
-func endpoint(s string) error {
-	_, err := proxy.ParseEndpoint(s)
+// validEndpoint allows a CRI endpoint as the kubelet and crictl write it.
+func validEndpoint(s string) error {
+	_, err := endpoint.Parse(s)
 	return err
 }
 

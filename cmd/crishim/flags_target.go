@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/crishim/crishim/proxy"
+	"github.com/crishim/crishim/endpoint"
 	"github.com/crishim/crishim/shim"
 )
 
@@ -44,7 +44,7 @@ func (t *targetConfig) finish(fs *pflag.FlagSet, runtimeEndpoint string) error {
 	}
 	t.pidTargetMode = mode
 	if !fs.Changed("containerd-address") {
-		if t.containerdAddress, err = proxy.ParseEndpoint(runtimeEndpoint); err != nil {
+		if t.containerdAddress, err = endpoint.Parse(runtimeEndpoint); err != nil {
 			return fmt.Errorf("--runtime-endpoint: %w", err)
 		}
 	}

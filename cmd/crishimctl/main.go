@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/crishim/crishim/endpoint"
 	"github.com/crishim/crishim/flagfile"
-	"github.com/crishim/crishim/proxy"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -158,7 +158,7 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, err := proxy.ParseEndpoint(g.endpoint)
+	path, err := endpoint.Parse(g.endpoint)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("%s: %w", from, err)}
 	}

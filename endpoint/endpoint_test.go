@@ -1,8 +1,8 @@
-package proxy
+package endpoint
 
 import "testing"
 
-func TestParseEndpoint(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		in, want string
 		ok       bool
@@ -21,9 +21,9 @@ func TestParseEndpoint(t *testing.T) {
 		{"npipe:////./pipe/containerd", "", false},
 		{"::", "", false},
 	} {
-		got, err := ParseEndpoint(tc.in)
+		got, err := Parse(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseEndpoint(%q) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("Parse(%q) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }

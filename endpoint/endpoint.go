@@ -1,4 +1,5 @@
-package proxy
+// Package endpoint reads a CRI endpoint as the kubelet and crictl write it.
+package endpoint
 
 import (
 	"fmt"
@@ -6,11 +7,11 @@ import (
 	"path/filepath"
 )
 
-// ParseEndpoint validates a unix socket endpoint given as the kubelet and
+// Parse validates a unix socket endpoint given as the kubelet and
 // crictl take it, unix:///path or the absolute path alone, and returns the
 // socket path. Anything else is refused at startup rather than failing on
 // first use.
-func ParseEndpoint(endpoint string) (string, error) {
+func Parse(endpoint string) (string, error) {
 	if endpoint == "" {
 		return "", fmt.Errorf("endpoint is empty, want unix:///path/to/socket or /path/to/socket")
 	}
