@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/crishim/crishim/flagfile"
+	"github.com/crishim/crishim/cmd/internal/flagfile"
 )
 
 // defaultConfigPath is read when --config is not given and it exists; a

@@ -13,7 +13,7 @@ import (
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/cmd/crishim/internal/sdnotify"
-	"github.com/crishim/crishim/flagfile"
+	"github.com/crishim/crishim/cmd/internal/flagfile"
 	"github.com/crishim/crishim/metrics"
 )
 

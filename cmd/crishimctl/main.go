@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/crishim/crishim/cmd/internal/flagfile"
 	"github.com/crishim/crishim/endpoint"
-	"github.com/crishim/crishim/flagfile"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
