@@ -184,7 +184,9 @@ func TestTraceContextWithTracingOn(t *testing.T) {
 		wantHeader(t, md, "Version", "traceparent", kubeletTraceparent)
 		wantHeader(t, md, "Version", "tracestate", kubeletTracestate)
 
-		spans := exp.GetSpans()
+		// The server span ends once the answer is on its way, which may be
+		// after the client has it: wait for the span, not for a time.
+		spans := spansOnceEnded(t, exp, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
 		server := findSpan(t, spans, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
 		if got := server.Parent.SpanID().String(); got != kubeletSpanID || server.SpanContext.TraceID().String() != kubeletTraceID {
 			t.Errorf("crishim's server span: trace %s parent %s, want the kubelet's %s %s", server.SpanContext.TraceID(), got, kubeletTraceID, kubeletSpanID)
@@ -260,6 +262,25 @@ func TestCollectorDownCallsSucceed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = tr.Shutdown(ctx) // the spans are lost; returning is what counts
+}
+
+// spansOnceEnded is what exp holds once the span name of kind has ended
+// (been exported), or what it holds after a minute, for findSpan to report.
+func spansOnceEnded(t *testing.T, exp *tracetest.InMemoryExporter, name string, kind trace.SpanKind) tracetest.SpanStubs {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		spans := exp.GetSpans()
+		for _, s := range spans {
+			if s.Name == name && s.SpanKind == kind {
+				return spans
+			}
+		}
+		if time.Now().After(deadline) {
+			return spans
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func findSpan(t *testing.T, spans tracetest.SpanStubs, name string, kind trace.SpanKind) tracetest.SpanStub {
