@@ -311,11 +311,10 @@ func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 	}
 }
 
-// TestShutdownWaitsForTheOnlyCallInFlight: a graceful shutdown closes a
-// connection once its calls are done, and a call alone in flight counts.
-func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
-	sock := fakeSock(t)
-	started, release := make(chan struct{}), make(chan struct{})
+// serveHeldCall serves sock with a runtime that holds its one call: started
+// is closed when the request is in, and the answer goes once release is.
+func serveHeldCall(t *testing.T, sock string) (started, release chan struct{}) {
+	started, release = make(chan struct{}), make(chan struct{})
 	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
 		var f Frame
 		if err := ss.RecvMsg(&f); err != nil {
@@ -328,6 +327,14 @@ func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 		}
 		return ss.SendMsg(NewFrame([]byte("done")))
 	})
+	return started, release
+}
+
+// TestShutdownWaitsForTheOnlyCallInFlight: a graceful shutdown closes a
+// connection once its calls are done, and a call alone in flight counts.
+func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
+	sock := fakeSock(t)
+	started, release := serveHeldCall(t, sock)
 	p := startProxy(t, RelayH2, sock)
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
@@ -374,19 +381,7 @@ func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 // connection closes, long before the shutdown's deadline.
 func TestSecondGoAwayWithoutThePingAck(t *testing.T) {
 	sock := fakeSock(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
-		var f Frame
-		if err := ss.RecvMsg(&f); err != nil {
-			return err
-		}
-		close(started)
-		select {
-		case <-release:
-		case <-time.After(hangBound):
-		}
-		return ss.SendMsg(NewFrame([]byte("done")))
-	})
+	started, release := serveHeldCall(t, sock)
 	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, goAwayTimeout: 50 * time.Millisecond})
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
