@@ -79,14 +79,7 @@ func TestReload(t *testing.T) {
 		return fmt.Sprintf("version = 1\nlog-level = %q\ndebug-image-allowlist = %q\nlisten = %q\naudit-log = %q\naudit-exec-sync = %v\n", level, allow, listen, auditPath, execSync)
 	}
 	replaceFile(t, file, conf("info", "alpine", "/run/a.sock", false))
-	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ld, err := src.load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
 	var logs lockedBuffer
@@ -165,14 +158,7 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "config.toml")
 	replaceFile(t, file, "version = 1\nlog-level = \"warn\"\n")
-	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ld, err := src.load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
 	var logs lockedBuffer
@@ -226,14 +212,7 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 func TestReloadTellsSystemdOnceServing(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.toml")
 	replaceFile(t, file, "version = 1\n")
-	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ld, err := src.load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, ld := loadConfigFile(t, file)
 	name := "@crishim-reload-test-" + filepath.Base(filepath.Dir(file))
 	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
 	if err != nil {
@@ -275,4 +254,19 @@ func TestReloadTellsSystemdOnceServing(t *testing.T) {
 	if got := queued(); strings.Join(got, " ") != "RELOADING=1 READY=1" {
 		t.Errorf("a reload told systemd %q, want RELOADING=1 then READY=1", got)
 	}
+}
+
+// loadConfigFile loads the settings as crishim does with --config file (and no metrics
+// server).
+func loadConfigFile(t *testing.T, file string) (source, loaded) {
+	t.Helper()
+	src, err := sourceOf([]string{"--config", file, "--metrics-address", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, err := src.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, ld
 }
