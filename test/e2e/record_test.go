@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,29 +92,12 @@ func TestRecordSessionsTTY(t *testing.T) {
 	if end.Recording == "" || filepath.Dir(end.Recording) != dir || !strings.HasSuffix(end.Recording, "-"+end.ID+".cast") {
 		t.Fatalf("ended event recording %q, want %s/<time>-%s.cast", end.Recording, dir, end.ID)
 	}
-	raw, err := os.ReadFile(end.Recording)
-	if err != nil {
-		t.Fatal(err)
+	hdr, shown := castOutput(t, end.Recording)
+	if hdr.Width != 123 || hdr.Height != 45 || hdr.Command != "sh -c "+ttyScript || hdr.Timestamp == 0 {
+		t.Errorf("header %+v: want 123x45, the command, a timestamp", hdr)
 	}
-	t.Logf("recording:\n%s", raw)
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	var hdr audit.CastHeader
-	if err := json.Unmarshal([]byte(lines[0]), &hdr); err != nil || hdr.Version != 2 || hdr.Width != 123 || hdr.Height != 45 ||
-		hdr.Command != "sh -c "+ttyScript || hdr.Timestamp == 0 {
-		t.Errorf("header %s (%v): want version 2, 123x45, the command, a timestamp", lines[0], err)
-	}
-	var output strings.Builder
-	for _, l := range lines[1:] {
-		var ev []any
-		if err := json.Unmarshal([]byte(l), &ev); err != nil || len(ev) != 3 {
-			t.Fatalf("event %s: %v", l, err)
-		}
-		if ev[1] == "o" {
-			output.WriteString(ev[2].(string))
-		}
-	}
-	if !strings.Contains(output.String(), "45 123") || !strings.Contains(output.String(), "rec-42") {
-		t.Errorf("output events %q lack the command's output", output.String())
+	if !strings.Contains(shown, "45 123") || !strings.Contains(shown, "rec-42") {
+		t.Errorf("output events %q lack the command's output", shown)
 	}
 	for path, mode := range map[string]os.FileMode{dir: 0o700, end.Recording: 0o600} {
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
