@@ -11,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -47,6 +49,41 @@ func echoPod(t *testing.T, crishimEndpoint string) string {
 // state 0A in /proc/net/tcp*).
 const listeningScript = "grep -q ':1F90 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6"
 
+// forwardEcho forwards a local port to the pod's echoPort over dialer, as
+// kubectl port-forward does, and returns the local address, the forwarder's
+// error output, and stop, which ends the forwarding (also at the test's end).
+func forwardEcho(t *testing.T, dialer httpstream.Dialer) (local string, fwErr *lockedBuffer, stop func()) {
+	t.Helper()
+	stopCh, ready := make(chan struct{}), make(chan struct{})
+	var fwOut lockedBuffer
+	fwErr = new(lockedBuffer)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stopCh, ready, &fwOut, fwErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwDone := make(chan error, 1)
+	go func() { fwDone <- fw.ForwardPorts() }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(stopCh)
+			<-fwDone
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case err := <-fwDone:
+		once.Do(func() {}) // it ended by itself
+		t.Fatalf("port-forward: %v\n%s", err, fwErr.String())
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0].Local), fwErr, stop
+}
+
 // TestPortForwardThroughCrishimStreaming: client-go's port-forwarder (what
 // kubectl port-forward uses) through crishim to an echo server in the pod:
 // 64 MiB of random data come back unchanged.
@@ -68,28 +105,7 @@ func TestPortForwardThroughCrishimStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	var fwOut, fwErr lockedBuffer
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stop, ready, &fwOut, &fwErr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwDone := make(chan error, 1)
-	go func() { fwDone <- fw.ForwardPorts() }()
-	defer func() {
-		close(stop)
-		<-fwDone
-	}()
-	select {
-	case <-ready:
-	case err := <-fwDone:
-		t.Fatalf("port-forward: %v\n%s", err, fwErr.String())
-	}
-	ports, err := fw.GetPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := fmt.Sprintf("127.0.0.1:%d", ports[0].Local)
+	local, fwErr, _ := forwardEcho(t, dialer)
 
 	if err := echoOnce(local); err != nil {
 		t.Fatalf("echo through the port-forward: %v\n%s", err, fwErr.String())

@@ -145,28 +145,11 @@ func TestPortForwardOverWebSocketTunnelAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, ready := make(chan struct{}), make(chan struct{})
-	var fwOut, fwErr lockedBuffer
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stop, ready, &fwOut, &fwErr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwDone := make(chan error, 1)
-	go func() { fwDone <- fw.ForwardPorts() }()
-	select {
-	case <-ready:
-	case err := <-fwDone:
-		t.Fatalf("port-forward: %v\n%s", err, fwErr.String())
-	}
-	ports, err := fw.GetPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := echoOnce(fmt.Sprintf("127.0.0.1:%d", ports[0].Local)); err != nil {
+	local, fwErr, stop := forwardEcho(t, dialer)
+	if err := echoOnce(local); err != nil {
 		t.Fatalf("echo through the port-forward: %v\n%s", err, fwErr.String())
 	}
-	close(stop)
-	<-fwDone
+	stop() // the session ends, and with it its audit event
 
 	eventually(t, "the port-forward's ended event", func() error {
 		for _, ev := range readAudit(t, auditPath) {
