@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKillRecordedFollowsTheSocket: `make demo-clean` stops a kept demo's crishim by the
@@ -25,6 +26,20 @@ func TestKillRecordedFollowsTheSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		// Start returns once execve has closed the child's CLOEXEC pipe, which is
+		// before the kernel sets up the new argv: for a moment /proc/PID/cmdline is
+		// empty, and killRecorded would take the process for another one.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+			if strings.Contains(string(b), arg0) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d never showed %q on its command line: %q", cmd.Process.Pid, arg0, b)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		return cmd
 	}
 	record := func(cmd *exec.Cmd, sock string) string {
@@ -53,7 +68,12 @@ func TestKillRecordedFollowsTheSocket(t *testing.T) {
 	if err := killRecorded(record(kept, sock)); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err == nil {
-		t.Error("the kept crishim exited 0, want killed by SIGTERM")
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the kept crishim exited 0, want killed by SIGTERM")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the kept crishim is still running a minute after demo-clean")
 	}
 }
