@@ -70,6 +70,37 @@ func TestAuditDebugContainers(t *testing.T) {
 	}
 }
 
+// TestAuditNotifyNamesThePodByItsFullID: Notify by a pod ID prefix writes
+// the pod's full ID in its started event, as Signal does for containers.
+func TestAuditNotifyNamesThePodByItsFullID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f := newTargetFake()
+	f.podAnnotations = map[string]map[string]string{"pod1abcdef": nil}
+	s := New(serveFakeRuntimeAndImages(t, f, newFakeImages()), Options{PIDTargetMode: PIDTargetNative, Audit: l})
+	// No container declares the notifier: the call fails, after its started event.
+	if _, err := s.API().Notify(context.Background(), &crishimv1.NotifyRequest{Notifier: "reload", PodSandboxId: "pod1"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("Notify: %v, want NotFound (no notifier declared)", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var ev audit.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind != audit.KindNotify || ev.PodSandboxID != "pod1abcdef" {
+			t.Errorf("event does not name the pod by its full ID: %s", line)
+		}
+	}
+}
+
 // TestAuditRequiredRefusesSessions: with --audit-required and an audit log that cannot be
 // written, new sessions are refused with Unavailable naming the log and the cause, before
 // anything reaches the runtime: debug containers, Signal, Notify, exec, attach and

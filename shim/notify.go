@@ -25,24 +25,23 @@ const notifyParallel = 16
 // Notify runs a notifier in every selected pod's containers that declare
 // it, and answers per pod and container.
 func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (resp *crishimv1.NotifyResponse, err error) {
-	sess := a.shim.opts.Audit.Start(audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId(), Caller: caller.FromContext(ctx)})
+	// The pods are found before the started event, so that the event names
+	// a pod by its full ID whatever prefix the client typed.
+	pods, selectErr := a.notifyPods(ctx, req)
+	ev := audit.Event{Kind: audit.KindNotify, Notifier: req.GetNotifier(), PodSandboxID: req.GetPodSandboxId(), Caller: caller.FromContext(ctx)}
+	if ev.PodSandboxID != "" && len(pods) == 1 {
+		ev.PodSandboxID = pods[0].GetId()
+	}
+	sess := a.shim.opts.Audit.Start(ev)
 	if err := sess.Refused(); err != nil {
 		return nil, auditRefused(err)
 	}
 	defer func() { sess.End(auditEnd(err)) }()
+	if selectErr != nil {
+		return nil, selectErr
+	}
 	g := a.shim.signals
 	name := req.GetNotifier()
-	if name == "" {
-		return nil, status.Error(codes.InvalidArgument, "notifier: empty; name the notifier to run")
-	}
-	byID, bySelector := req.GetPodSandboxId() != "", len(req.GetLabelSelector()) > 0
-	if byID == bySelector {
-		return nil, status.Error(codes.InvalidArgument, "pod_sandbox_id, label_selector: give exactly one to select pods")
-	}
-	pods, err := g.selectPods(ctx, req)
-	if err != nil {
-		return nil, err
-	}
 	var runs []notifierRun
 	resp = &crishimv1.NotifyResponse{}
 	for _, pod := range pods {
@@ -85,6 +84,17 @@ func (a *api) Notify(ctx context.Context, req *crishimv1.NotifyRequest) (resp *c
 	}
 	wg.Wait()
 	return resp, nil
+}
+
+// notifyPods checks a Notify request and finds its pods.
+func (a *api) notifyPods(ctx context.Context, req *crishimv1.NotifyRequest) ([]*runtimeapi.PodSandbox, error) {
+	if req.GetNotifier() == "" {
+		return nil, status.Error(codes.InvalidArgument, "notifier: empty; name the notifier to run")
+	}
+	if byID, bySelector := req.GetPodSandboxId() != "", len(req.GetLabelSelector()) > 0; byID == bySelector {
+		return nil, status.Error(codes.InvalidArgument, "pod_sandbox_id, label_selector: give exactly one to select pods")
+	}
+	return a.shim.signals.selectPods(ctx, req)
 }
 
 // selectPods finds the pods of a Notify call: one by ID (or unique prefix),

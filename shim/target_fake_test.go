@@ -109,6 +109,21 @@ func (f *targetFakeRuntime) ListContainers(_ context.Context, in *runtimeapi.Lis
 	return &runtimeapi.ListContainersResponse{Containers: out}, nil
 }
 
+// ListPodSandbox lists the pods of podAnnotations, ready, resolving unique
+// ID prefixes as containerd does.
+func (f *targetFakeRuntime) ListPodSandbox(_ context.Context, in *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*runtimeapi.PodSandbox
+	for id, a := range f.podAnnotations {
+		if want := in.GetFilter().GetId(); want != "" && !strings.HasPrefix(id, want) {
+			continue
+		}
+		out = append(out, &runtimeapi.PodSandbox{Id: id, State: runtimeapi.PodSandboxState_SANDBOX_READY, Annotations: a})
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: out}, nil
+}
+
 func (f *targetFakeRuntime) PodSandboxStatus(_ context.Context, in *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
