@@ -12,7 +12,7 @@ import (
 	"github.com/crishim/crishim/test/harness"
 )
 
-// Labels that pick a subset of the populated node for list workloads.
+// Labels that pick the populated pods and containers, and ten of the containers, for list workloads.
 const (
 	benchLabel = "bench.crishim.io/run"
 	tenLabel   = "bench.crishim.io/ten"
@@ -42,16 +42,12 @@ func populatePod(ctx context.Context, cd *harness.Containerd, rt runtimeapi.Runt
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
 	}
-	labels := map[string]string{benchLabel: "yes"}
-	if i < 10 {
-		labels[tenLabel] = "yes"
-	}
 	pidContainer := &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER}
 	pod := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: "uid-" + name},
 		Hostname:     name,
 		LogDirectory: logDir,
-		Labels:       labels,
+		Labels:       map[string]string{benchLabel: "yes"},
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: pidContainer}},
 	}
 	resp, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pod})
@@ -59,16 +55,16 @@ func populatePod(ctx context.Context, cd *harness.Containerd, rt runtimeapi.Runt
 		return fmt.Errorf("run pod %s: %w", name, err)
 	}
 	for j := range perPod {
-		ctrLabels := map[string]string{benchLabel: "yes"}
+		labels := map[string]string{benchLabel: "yes"}
 		if i*perPod+j < 10 {
-			ctrLabels[tenLabel] = "yes"
+			labels[tenLabel] = "yes"
 		}
 		cfg := &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("c%d", j)},
 			Image:    &runtimeapi.ImageSpec{Image: cd.BusyboxImage},
 			Command:  []string{"/bin/sleep", "100000"},
 			LogPath:  fmt.Sprintf("c%d.log", j),
-			Labels:   ctrLabels,
+			Labels:   labels,
 			Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: pidContainer}},
 		}
 		c, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: resp.PodSandboxId, Config: cfg, SandboxConfig: pod})

@@ -90,8 +90,7 @@ func (fakeRuntime) ContainerStatus(_ context.Context, in *runtimeapi.ContainerSt
 }
 
 func (fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	n := listSize(in.GetFilter().GetLabelSelector())
-	out := make([]*runtimeapi.Container, n)
+	out := make([]*runtimeapi.Container, listSize(in.GetFilter().GetLabelSelector()))
 	for i := range out {
 		out[i] = &runtimeapi.Container{
 			Id:           fakeID("c", i),
@@ -109,8 +108,7 @@ func (fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContaine
 }
 
 func (fakeRuntime) ListPodSandbox(_ context.Context, in *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	n := listSize(in.GetFilter().GetLabelSelector())
-	out := make([]*runtimeapi.PodSandbox, n)
+	out := make([]*runtimeapi.PodSandbox, listSize(in.GetFilter().GetLabelSelector()))
 	for i := range out {
 		out[i] = &runtimeapi.PodSandbox{
 			Id:          fakeID("p", i),

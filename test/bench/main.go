@@ -9,6 +9,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -87,23 +88,21 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
+// runGuard reads the runs' output from files and checks the micro guard.
 func runGuard(files []string) error {
-	all := map[string][]float64{}
+	var runs bytes.Buffer
 	for _, name := range files {
-		f, err := os.Open(name)
+		b, err := os.ReadFile(name)
 		if err != nil {
 			return err
 		}
-		added, err := readAdded(f)
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for k, v := range added {
-			all[k] = append(all[k], v...)
-		}
+		runs.Write(b)
 	}
-	return guard(os.Stdout, all)
+	added, err := readAdded(&runs)
+	if err != nil {
+		return err
+	}
+	return guard(os.Stdout, added)
 }
 
 func run(ctx context.Context, w io.Writer, o options) error {
@@ -166,7 +165,7 @@ func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, s
 	}()
 	var crishim *crishimproc.Process // the first one, whose RSS is checked
 	for _, c := range [][2]string{{"crishim", o.crishim}, {"baseline", o.baseline}} {
-		if c[1] == "" {
+		if c[0] == "baseline" && c[1] == "" {
 			continue
 		}
 		p, err := crishimproc.Start(crishimproc.Options{
@@ -183,11 +182,10 @@ func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, s
 		crishim = cmp.Or(crishim, p)
 		targets = append(targets, &target{name: c[0], pid: p.Cmd.Process.Pid, dial: dialKubelet(p.Endpoint)})
 	}
-	helpers := []string{"pipe"}
-	if o.naive {
-		helpers = append(helpers, "naive")
-	}
-	for _, name := range helpers {
+	for _, name := range []string{"pipe", "naive"} {
+		if name == "naive" && !o.naive {
+			continue
+		}
 		listen := filepath.Join(dir, backend+"-"+name+".sock")
 		h, err := startHelper(name, listen, sock)
 		if err != nil {

@@ -21,12 +21,12 @@ func runPipe(listen, backend string) error {
 		return fmt.Errorf("pipe: %w", err)
 	}
 	fmt.Println("ready")
-	return servePipe(ln, func() (net.Conn, error) { return net.Dial("unix", backend) })
+	return servePipe(ln, backend)
 }
 
-// servePipe pipes every connection ln accepts to a fresh one from dial,
-// until ln is closed. Each connection's goroutine ends with its connection.
-func servePipe(ln net.Listener, dial func() (net.Conn, error)) error {
+// servePipe pipes every connection ln accepts to a fresh one to the backend
+// socket, until ln is closed. Each connection's goroutine ends with it.
+func servePipe(ln net.Listener, backendSock string) error {
 	for {
 		client, err := ln.Accept()
 		if err != nil {
@@ -34,7 +34,7 @@ func servePipe(ln net.Listener, dial func() (net.Conn, error)) error {
 		}
 		go func() {
 			defer client.Close()
-			backend, err := dial()
+			backend, err := net.Dial("unix", backendSock)
 			if err != nil {
 				return // the client sees its connection closed
 			}

@@ -25,7 +25,7 @@ func TestPipeCarriesBothWaysAndPassesTheClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- servePipe(ln, func() (net.Conn, error) { return net.Dial("unix", backendSock) }) }()
+	go func() { served <- servePipe(ln, backendSock) }()
 
 	client, err := net.Dial("unix", pipeSock)
 	if err != nil {
