@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
@@ -35,7 +34,7 @@ type target struct {
 // The client checks the connection with a Version call before it returns.
 func dialKubelet(endpoint string) func(ctx context.Context) (internalapi.RuntimeService, error) {
 	return func(ctx context.Context) (internalapi.RuntimeService, error) {
-		return remote.NewRemoteRuntimeService(ctx, endpoint, requestTimeout, noop.NewTracerProvider(), false)
+		return remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(requestTimeout).Build(ctx)
 	}
 }
 
