@@ -15,79 +15,50 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Go benchmark format, from its proposal (14313-benchmark-data.md): a
-// configuration line is a key (starting with a lower-case letter, no
-// spaces or upper case) a colon and a value; a result line is a name
-// starting with "Benchmark" and then not a lower-case letter, the
-// iteration count, and value-unit pairs, fields separated by white space.
-var (
-	configLine = regexp.MustCompile(`^[a-z][^\sA-Z:]*:(\s.*)?$`)
-	resultName = regexp.MustCompile(`^Benchmark([^a-z\s]\S*)?$`)
-)
-
-func checkResultLine(t *testing.T, line string) {
-	t.Helper()
-	f := strings.Fields(line)
-	if len(f) < 4 || len(f)%2 != 0 || !resultName.MatchString(f[0]) {
-		t.Fatalf("%q: want BenchmarkNAME N VALUE UNIT [VALUE UNIT...]", line)
-	}
-	if _, err := strconv.Atoi(f[1]); err != nil {
-		t.Fatalf("%q: iterations %q: %v", line, f[1], err)
-	}
-	for i := 2; i < len(f); i += 2 {
-		if _, err := strconv.ParseFloat(f[i], 64); err != nil {
-			t.Fatalf("%q: value %q: %v", line, f[i], err)
+// The header is Go benchmark format's configuration lines (its proposal,
+// 14313-benchmark-data.md: a lower-case key without spaces, a colon and a
+// value); the results are its result lines, with /backend= and /target= in
+// the name for benchstat's -col /target.
+func TestOutputIsGoBenchmarkFormat(t *testing.T) {
+	configLine := regexp.MustCompile(`^[a-z][^\sA-Z:]*:(\s.*)?$`)
+	var header bytes.Buffer
+	printHeader(&header)
+	for _, line := range strings.Split(strings.TrimSuffix(header.String(), "\n"), "\n") {
+		if !configLine.MatchString(line) {
+			t.Errorf("header line %q is not a configuration line", line)
 		}
 	}
-	// benchstat's -col /target needs the target as a key of the name.
-	if !strings.Contains(f[0], "/target=") || !strings.Contains(f[0], "/backend=") {
-		t.Fatalf("%q: want /backend= and /target= keys in the name", line)
-	}
-}
-
-func TestOutputIsGoBenchmarkFormat(t *testing.T) {
-	var buf bytes.Buffer
-	printHeader(&buf)
 	lat := map[string][]time.Duration{
 		"direct":  {50 * time.Microsecond, 60 * time.Microsecond, 70 * time.Microsecond},
 		"crishim": {120 * time.Microsecond, 130 * time.Microsecond, 900 * time.Microsecond},
 		"pipe":    {110 * time.Microsecond, 115 * time.Microsecond, 200 * time.Microsecond},
 	}
-	rs := latencyResults("fake", "ListContainers300", []string{"direct", "pipe", "crishim"}, lat)
-	rs = append(rs, result{name: benchName("RSS", "fake", "crishim"), n: 200000, metrics: []metric{{31.25, "rss-MiB"}, {-0.5, "rss-growth-MiB"}}})
-	for _, r := range rs {
-		buf.WriteString(r.String() + "\n")
+	var got []string
+	for _, r := range latencyResults("fake", "ListContainers300", []*target{{name: "direct"}, {name: "pipe"}, {name: "crishim"}}, lat) {
+		got = append(got, r.String())
 	}
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	results := 0
-	for _, line := range lines {
-		if strings.HasPrefix(line, "Benchmark") {
-			checkResultLine(t, line)
-			results++
-		} else if !configLine.MatchString(line) {
-			t.Fatalf("%q is neither a configuration nor a result line", line)
-		}
+	got = append(got, result{name: benchName("RSS", "fake", "crishim"), n: 200000, metrics: []metric{{31.25, "rss-MiB"}, {-0.5, "rss-growth-MiB"}}}.String())
+	want := []string{
+		"BenchmarkListContainers300/backend=fake/target=direct\t3\t60000 ns/op\t60000 p99-ns",
+		"BenchmarkListContainers300/backend=fake/target=pipe\t3\t115000 ns/op\t115000 p99-ns\t55000 added-ns/op",
+		"BenchmarkListContainers300/backend=fake/target=crishim\t3\t130000 ns/op\t130000 p99-ns\t70000 added-ns/op",
+		"BenchmarkRSS/backend=fake/target=crishim\t200000\t31.25 rss-MiB\t-0.5 rss-growth-MiB",
 	}
-	if results != 4 {
-		t.Fatalf("%d result lines, want 4:\n%s", results, buf.String())
-	}
-	// The numbers: median as ns/op, what it adds to direct's median.
-	if got, want := rs[2].String(), "BenchmarkListContainers300/backend=fake/target=crishim\t3\t130000 ns/op\t130000 p99-ns\t70000 added-ns/op"; got != want {
-		t.Fatalf("crishim's line\n%s\nwant\n%s", got, want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("results\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
-// recorder is a runtime client that logs its Version calls by target.
+// recorder is a runtime client that logs its Version calls as target#client.
 type recorder struct {
 	internalapi.RuntimeService // nil: only Version and Close are called
-	target                     string
-	client                     int
+	name                       string
 	log                        *[]string
 	closed                     *int
 }
 
 func (r recorder) Version(context.Context, string) (*runtimeapi.VersionResponse, error) {
-	*r.log = append(*r.log, r.target+"#"+strconv.Itoa(r.client))
+	*r.log = append(*r.log, r.name)
 	return &runtimeapi.VersionResponse{}, nil
 }
 
@@ -96,79 +67,51 @@ func (r recorder) Close(context.Context) error {
 	return nil
 }
 
-// recordingTargets are n targets whose clients log to log; dials counts
-// each target's clients.
-func recordingTargets(n int, log *[]string, dials map[string]int, closed *int) []*target {
+// Every round calls every target once, in an order that changes from round
+// to round (no target always first, none always after another), and every
+// roundsPerGeneration rounds each target gets a new client, the old one
+// closed.
+func TestInterleavedRoundsShuffledAndNewClientsEveryGeneration(t *testing.T) {
+	var log []string
+	var closed int
+	dials := map[string]int{}
 	var ts []*target
-	for i := range n {
+	for i := range 4 {
 		name := "t" + strconv.Itoa(i)
 		ts = append(ts, &target{name: name, dial: func(context.Context) (internalapi.RuntimeService, error) {
 			dials[name]++
-			return recorder{target: name, client: dials[name], log: log, closed: closed}, nil
+			return recorder{name: name + "#" + strconv.Itoa(dials[name]), log: &log, closed: &closed}, nil
 		}})
 	}
-	return ts
-}
-
-// Every round calls every target once, in an order that changes from
-// round to round: no target is always first, none always follows another.
-func TestInterleavedRoundsCallEveryTargetInShuffledOrder(t *testing.T) {
-	var log []string
-	var closed int
-	ts := recordingTargets(4, &log, map[string]int{}, &closed)
-	const rounds = 100
-	lat, err := interleaved(context.Background(), rand.New(rand.NewPCG(1, 2)), ts, version(), rounds)
+	const rounds, generations = 4*roundsPerGeneration + 1, 5
+	lat, err := interleaved(context.Background(), rand.New(rand.NewPCG(1, 2)), ts, version, rounds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tg := range ts {
-		if len(lat[tg.name]) != rounds {
-			t.Fatalf("%s: %d latencies, want %d", tg.name, len(lat[tg.name]), rounds)
-		}
-	}
-	orders := map[string]bool{}
-	firsts := map[string]bool{}
+	orders, firsts, perClient := map[string]bool{}, map[string]bool{}, map[string]int{}
 	for i := 0; i < len(log); i += len(ts) {
 		var round []string
 		for _, call := range log[i : i+len(ts)] {
+			perClient[call]++
 			name, _, _ := strings.Cut(call, "#")
 			round = append(round, name)
 		}
 		orders[strings.Join(round, " ")] = true
 		firsts[round[0]] = true
-		slices.Sort(round)
-		if !slices.Equal(round, []string{"t0", "t1", "t2", "t3"}) {
+		if slices.Sort(round); !slices.Equal(round, []string{"t0", "t1", "t2", "t3"}) {
 			t.Fatalf("round %d called %v, want each target once", i/len(ts), round)
 		}
 	}
 	if len(firsts) != len(ts) || len(orders) < 12 {
 		t.Fatalf("%d orders over %d rounds, %d targets ever first: want shuffled rounds", len(orders), len(log)/len(ts), len(firsts))
 	}
-}
-
-// Every roundsPerGeneration rounds each target gets a new client, and the
-// old one is closed: no client makes more than a generation's calls.
-func TestInterleavedNewClientsEveryGeneration(t *testing.T) {
-	var log []string
-	var closed int
-	dials := map[string]int{}
-	ts := recordingTargets(3, &log, dials, &closed)
-	const rounds = 4*roundsPerGeneration + 1
-	if _, err := interleaved(context.Background(), rand.New(rand.NewPCG(1, 2)), ts, version(), rounds); err != nil {
-		t.Fatal(err)
-	}
-	const generations = 5
 	for _, tg := range ts {
-		if dials[tg.name] != generations {
-			t.Fatalf("%s: %d clients for %d rounds, want %d", tg.name, dials[tg.name], rounds, generations)
+		if len(lat[tg.name]) != rounds || dials[tg.name] != generations {
+			t.Fatalf("%s: %d latencies from %d clients, want %d from %d", tg.name, len(lat[tg.name]), dials[tg.name], rounds, generations)
 		}
 	}
 	if want := len(ts) * (generations - 1); closed != want {
 		t.Fatalf("%d clients closed, want %d (all but the current ones)", closed, want)
-	}
-	perClient := map[string]int{}
-	for _, call := range log {
-		perClient[call]++
 	}
 	for client, n := range perClient {
 		if n > warmRounds+roundsPerGeneration {
@@ -178,23 +121,10 @@ func TestInterleavedNewClientsEveryGeneration(t *testing.T) {
 }
 
 func TestGuardOnMediansOverRuns(t *testing.T) {
-	runs := func(naive int, crishim ...int) string {
-		var b strings.Builder
-		for _, c := range crishim {
-			for _, r := range []result{
-				{name: benchName("Version", "fake", "pipe"), n: 1, metrics: []metric{{100, "ns/op"}, {50000, "added-ns/op"}}},
-				{name: benchName("Version", "fake", "crishim"), n: 1, metrics: []metric{{100, "ns/op"}, {float64(c), "added-ns/op"}}},
-				{name: benchName("Version", "fake", "naive"), n: 1, metrics: []metric{{100, "ns/op"}, {float64(naive), "added-ns/op"}}},
-			} {
-				b.WriteString(r.String() + "\n")
-			}
-		}
-		return b.String()
-	}
 	for _, tc := range []struct {
 		name    string
 		naive   int
-		crishim []int
+		crishim []int // one run each; the pipe adds 50000 in every run
 		ok      bool
 	}{
 		{"one run over, the median under", 150000, []int{60000, 90000, 65000}, true},
@@ -202,7 +132,14 @@ func TestGuardOnMediansOverRuns(t *testing.T) {
 		{"under the pipe's line but not 2x better than naive", 120000, []int{65000, 65000, 65000}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			added, err := readAdded(strings.NewReader(runs(tc.naive, tc.crishim...)))
+			var runs strings.Builder
+			for _, c := range tc.crishim {
+				for target, added := range map[string]int{"pipe": 50000, "crishim": c, "naive": tc.naive} {
+					r := result{name: benchName("Version", "fake", target), n: 1, metrics: []metric{{100, "ns/op"}, {float64(added), "added-ns/op"}}}
+					runs.WriteString(r.String() + "\n")
+				}
+			}
+			added, err := readAdded(strings.NewReader(runs.String()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,9 +55,19 @@ func kubeAnnotations(i int) map[string]string {
 	}
 }
 
+// sized asks the fake for a list of n items; listSize reads what was asked.
+func sized(n int) map[string]string { return map[string]string{sizeLabel: strconv.Itoa(n)} }
+
 func listSize(selector map[string]string) int {
 	n, _ := strconv.Atoi(selector[sizeLabel])
 	return n
+}
+
+// fakeObjects are the fake's workloads: it answers at once, so they expose
+// crishim's own cost.
+func fakeObjects(rounds int) objects {
+	return objects{status: fakeID("c", 7), exec: fakeID("c", 1), ten: sized(10), all: sized(300), pods: sized(100),
+		execRounds: rounds, throughputCall: version}
 }
 
 func (fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
@@ -80,8 +90,7 @@ func (fakeRuntime) ContainerStatus(_ context.Context, in *runtimeapi.ContainerSt
 }
 
 func (fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	n := listSize(in.GetFilter().GetLabelSelector())
-	out := make([]*runtimeapi.Container, n)
+	out := make([]*runtimeapi.Container, listSize(in.GetFilter().GetLabelSelector()))
 	for i := range out {
 		out[i] = &runtimeapi.Container{
 			Id:           fakeID("c", i),
@@ -99,8 +108,7 @@ func (fakeRuntime) ListContainers(_ context.Context, in *runtimeapi.ListContaine
 }
 
 func (fakeRuntime) ListPodSandbox(_ context.Context, in *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	n := listSize(in.GetFilter().GetLabelSelector())
-	out := make([]*runtimeapi.PodSandbox, n)
+	out := make([]*runtimeapi.PodSandbox, listSize(in.GetFilter().GetLabelSelector()))
 	for i := range out {
 		out[i] = &runtimeapi.PodSandbox{
 			Id:          fakeID("p", i),

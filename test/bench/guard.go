@@ -27,21 +27,17 @@ func readAdded(r io.Reader) (map[string][]float64, error) {
 	out := map[string][]float64{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		f := strings.Fields(sc.Text()) // BenchmarkNAME N VALUE UNIT ...
+		i := slices.Index(f, "added-ns/op")
+		if i < 3 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		for i := 2; i+1 < len(f); i += 2 {
-			if f[i+1] != "added-ns/op" {
-				continue
-			}
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%q: %w", sc.Text(), err)
-			}
-			name := strings.TrimPrefix(f[0], "Benchmark")
-			out[name] = append(out[name], v)
+		v, err := strconv.ParseFloat(f[i-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", sc.Text(), err)
 		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		out[name] = append(out[name], v)
 	}
 	return out, sc.Err()
 }
@@ -70,11 +66,13 @@ func guard(w io.Writer, added map[string][]float64) error {
 			checked++
 			c, p, n := median(crishim), median(pipe), median(naive)
 			ok := c <= guardPipe*p && guardNaive*c <= n
-			fmt.Fprintf(w, "%s/%s: crishim adds %.1f µs, %.2fx the pipe's %.1f (≤ %.1fx), naive %.1f µs = %.2fx crishim's (≥ %.1fx), medians of %d runs: %s\n",
-				wl, backend, c/1e3, c/p, p/1e3, guardPipe, n/1e3, n/c, guardNaive, len(crishim), verdict(ok))
+			verdict := "ok"
 			if !ok {
+				verdict = "OVER"
 				failed = append(failed, wl+"/"+backend)
 			}
+			fmt.Fprintf(w, "%s/%s: crishim adds %.1f µs, %.2fx the pipe's %.1f (≤ %.1fx), naive %.1f µs = %.2fx crishim's (≥ %.1fx), medians of %d runs: %s\n",
+				wl, backend, c/1e3, c/p, p/1e3, guardPipe, n/1e3, n/c, guardNaive, len(crishim), verdict)
 		}
 	}
 	if checked == 0 {
@@ -84,11 +82,4 @@ func guard(w io.Writer, added map[string][]float64) error {
 		return fmt.Errorf("over the line: %s", strings.Join(failed, ", "))
 	}
 	return nil
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "OVER"
 }

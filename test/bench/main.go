@@ -9,6 +9,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,11 +33,14 @@ import (
 	"github.com/crishim/crishim/test/harness"
 )
 
+// clients is how many concurrent callers the throughput runs and the RSS
+// check put on one client.
+const clients = 64
+
 type options struct {
 	crishim, baseline string
 	naive             bool
 	rounds            int
-	clients           int
 	tputFor           time.Duration
 	leakCalls         int
 	fake, containerd  bool
@@ -43,33 +49,34 @@ type options struct {
 
 func main() {
 	var o options
-	serve := flag.String("serve", "", "internal: serve as the pipe or the naive forwarder (pipe|naive) on --listen in front of --backend")
-	listen := flag.String("listen", "", "internal: the socket --serve listens on")
-	backend := flag.String("backend", "", "internal: the backend socket of --serve")
+	serve := flag.String("serve", "", "internal: serve as the pipe or the naive forwarder (pipe|naive); the arguments are the socket to listen on and the backend's")
 	guardRuns := flag.Bool("guard", false, "read bench output (the files named as arguments) and check the micro guard on the medians over its runs")
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "crishim binary")
 	flag.StringVar(&o.baseline, "baseline", "", "another crishim build, measured as target=baseline in the same interleaved rounds")
 	flag.BoolVar(&o.naive, "naive", false, "also measure a naive gRPC forwarder (target=naive), for the micro guard")
 	flag.IntVar(&o.rounds, "rounds", 2000, "interleaved rounds of the small calls (every target once per round); the slower calls take fewer")
-	flag.IntVar(&o.clients, "clients", 64, "concurrent callers in the throughput runs and the RSS check")
-	flag.DurationVar(&o.tputFor, "throughput-time", 3*time.Second, "length of each throughput run")
-	flag.IntVar(&o.leakCalls, "leak-calls", 200_000, "calls through crishim before its RSS is read (0 skips the RSS check)")
+	flag.DurationVar(&o.tputFor, "throughput-time", 3*time.Second, "length of each throughput run (64 concurrent callers)")
+	flag.IntVar(&o.leakCalls, "leak-calls", 200_000, "calls through crishim before its RSS is read")
 	flag.BoolVar(&o.fake, "fake", true, "measure against the fake runtime")
 	flag.BoolVar(&o.containerd, "containerd", true, "measure against the private runtime of the test bed ($RUNTIME; needs root)")
 	bench := flag.String("bench", "", "run only the benchmarks whose name matches this regular expression (Version, ..., Throughput, RSS)")
 	flag.Parse()
 	o.bench = regexp.MustCompile(*bench)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	var err error
 	switch {
 	case *guardRuns:
 		err = runGuard(flag.Args())
+	case *serve == "pipe" && flag.NArg() == 2:
+		err = runPipe(flag.Arg(0), flag.Arg(1))
+	case *serve == "naive" && flag.NArg() == 2:
+		err = runNaiveForwarder(flag.Arg(0), flag.Arg(1))
 	case *serve != "":
-		err = serveHelper(ctx, *serve, *listen, *backend)
+		err = fmt.Errorf("--serve %q %q: want pipe or naive, a socket to listen on and the backend's", *serve, flag.Args())
 	default:
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		err = run(ctx, os.Stdout, o)
+		stop()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -81,23 +88,21 @@ func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
 
+// runGuard reads the runs' output from files and checks the micro guard.
 func runGuard(files []string) error {
-	all := map[string][]float64{}
+	var runs bytes.Buffer
 	for _, name := range files {
-		f, err := os.Open(name)
+		b, err := os.ReadFile(name)
 		if err != nil {
 			return err
 		}
-		added, err := readAdded(f)
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for k, v := range added {
-			all[k] = append(all[k], v...)
-		}
+		runs.Write(b)
 	}
-	return guard(os.Stdout, all)
+	added, err := readAdded(&runs)
+	if err != nil {
+		return err
+	}
+	return guard(os.Stdout, added)
 }
 
 func run(ctx context.Context, w io.Writer, o options) error {
@@ -117,7 +122,7 @@ func run(ctx context.Context, w io.Writer, o options) error {
 			return err
 		}
 		defer stopFake()
-		if err := measureBackend(ctx, w, o, "fake", dir, sock, nil, fakeWorkloads(o.rounds), version()); err != nil {
+		if err := measureBackend(ctx, w, o, "fake", dir, sock, nil, fakeObjects(o.rounds)); err != nil {
 			return err
 		}
 	}
@@ -139,71 +144,59 @@ func run(ctx context.Context, w io.Writer, o options) error {
 		return err
 	}
 	defer conn.Close()
-	p, err := populate(ctx, cd, runtimeapi.NewRuntimeServiceClient(conn), 100, 3)
+	objs, err := populate(ctx, cd, runtimeapi.NewRuntimeServiceClient(conn), 100, 3, o.rounds)
 	if err != nil {
 		return err
 	}
 	// crishim gets the runtime's containerd API as the tests give it ("" for CRI-O).
 	args := []string{"--containerd-address", cd.ContainerdAddress}
-	return measureBackend(ctx, w, o, "containerd", dir, cd.Socket, args, containerdWorkloads(p, o.rounds), containerStatus(p.containers[0]))
+	return measureBackend(ctx, w, o, "containerd", dir, cd.Socket, args, objs)
 }
 
 // measureBackend puts the pipe, crishim and the optional targets in front
-// of the backend on sock and runs every selected benchmark through each.
-// tput is the throughput runs' call.
-func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, sock string, args []string, wls []workload, tput call) error {
+// of the backend on sock (crishim with args) and runs every selected
+// benchmark on objs through each.
+func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, sock string, args []string, objs objects) error {
 	targets := []*target{{name: "direct", dial: dialKubelet("unix://" + sock)}}
-	start := func(name, bin string) (*crishimproc.Process, error) {
-		p, err := crishimproc.Start(crishimproc.Options{
-			Binary:          bin,
-			Socket:          filepath.Join(dir, backend+"-"+name+".sock"),
-			RuntimeEndpoint: "unix://" + sock,
-			LogPath:         filepath.Join(dir, backend+"-"+name+".log"),
-			Args:            args,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		targets = append(targets, &target{name: name, pid: p.Cmd.Process.Pid, dial: dialKubelet(p.Endpoint)})
-		return p, nil
-	}
-	crishim, err := start("crishim", o.crishim)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = crishim.Stop() }()
-	if o.baseline != "" {
-		base, err := start("baseline", o.baseline)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = base.Stop() }()
-	}
-	helpers := []string{"pipe"}
-	if o.naive {
-		helpers = append(helpers, "naive")
-	}
-	for _, name := range helpers {
-		listen := filepath.Join(dir, backend+"-"+name+".sock")
-		h, err := startHelper(name, listen, sock)
-		if err != nil {
-			return err
-		}
-		defer stopHelper(h)
-		targets = append(targets, &target{name: name, pid: h.Process.Pid, dial: dialKubelet("unix://" + listen)})
-	}
 	defer func() {
 		for _, t := range targets {
 			t.close(context.Background())
 		}
 	}()
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.name
+	var crishim *crishimproc.Process // the first one, whose RSS is checked
+	for _, c := range [][2]string{{"crishim", o.crishim}, {"baseline", o.baseline}} {
+		if c[0] == "baseline" && c[1] == "" {
+			continue
+		}
+		p, err := crishimproc.Start(crishimproc.Options{
+			Binary:          c[1],
+			Socket:          filepath.Join(dir, backend+"-"+c[0]+".sock"),
+			RuntimeEndpoint: "unix://" + sock,
+			LogPath:         filepath.Join(dir, backend+"-"+c[0]+".log"),
+			Args:            args,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", c[0], err)
+		}
+		defer func() { _ = p.Stop() }()
+		crishim = cmp.Or(crishim, p)
+		targets = append(targets, &target{name: c[0], pid: p.Cmd.Process.Pid, dial: dialKubelet(p.Endpoint)})
+	}
+	for _, name := range []string{"pipe", "naive"} {
+		if name == "naive" && !o.naive {
+			continue
+		}
+		listen := filepath.Join(dir, backend+"-"+name+".sock")
+		h, err := startHelper(name, listen, sock)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = h.Process.Kill(); _ = h.Wait() }()
+		targets = append(targets, &target{name: name, pid: h.Process.Pid, dial: dialKubelet("unix://" + listen)})
 	}
 
 	rng := rand.New(rand.NewPCG(1, 2)) // the same orders in every run
-	for _, wl := range wls {
+	for _, wl := range workloads(objs, o.rounds) {
 		if !o.bench.MatchString(wl.name) {
 			continue
 		}
@@ -212,28 +205,23 @@ func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, s
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", backend, wl.name, err)
 		}
-		for _, r := range latencyResults(backend, wl.name, names, lat) {
+		for _, r := range latencyResults(backend, wl.name, targets, lat) {
 			fmt.Fprintln(w, r)
 		}
 	}
 	if o.bench.MatchString("Throughput") {
 		for _, t := range targets {
-			progress("%s: throughput, %d clients, %s", backend, o.clients, t.name)
-			cpuBefore, _ := cpuTime(t.pid)
-			n, took, err := throughput(ctx, t, tput, o.clients, o.tputFor)
+			progress("%s: throughput, %d clients, %s", backend, clients, t.name)
+			r, err := throughput(ctx, t, objs.throughputCall, o.tputFor)
 			if err != nil {
 				return fmt.Errorf("%s throughput: %w", backend, err)
 			}
-			ms := []metric{{math.Round(float64(took.Nanoseconds()) / float64(max(n, 1))), "ns/op"}, {math.Round(float64(n) / took.Seconds()), "calls/s"}}
-			if t.pid != 0 {
-				cpuAfter, _ := cpuTime(t.pid)
-				ms = append(ms, metric{math.Round(float64((cpuAfter - cpuBefore).Nanoseconds()) / float64(max(n, 1))), "cpu-ns/op"})
-			}
-			fmt.Fprintln(w, result{name: benchName("Throughput", backend, t.name), n: int(n), metrics: ms})
+			r.name = benchName("Throughput", backend, t.name)
+			fmt.Fprintln(w, r)
 		}
 	}
-	if o.leakCalls > 0 && o.bench.MatchString("RSS") {
-		r, err := rssAfter(ctx, targets[1], crishim.Metrics, tput, o.clients, o.leakCalls) // targets[1]: crishim, started first
+	if o.bench.MatchString("RSS") {
+		r, err := rssAfter(ctx, targets[1], crishim.Metrics, objs.throughputCall, o.leakCalls) // targets[1]: crishim, started first
 		if err != nil {
 			return fmt.Errorf("%s RSS: %w", backend, err)
 		}
@@ -243,9 +231,29 @@ func measureBackend(ctx context.Context, w io.Writer, o options, backend, dir, s
 	return nil
 }
 
+// throughput runs the clients on t's client for d: its calls per second
+// and, for a proxy, the CPU it spent per call.
+func throughput(ctx context.Context, t *target, c call, d time.Duration) (result, error) {
+	if err := t.redial(ctx); err != nil {
+		return result{}, err
+	}
+	cpuBefore, _, _ := procStat(t.pid)
+	start := time.Now()
+	end := start.Add(d)
+	n, err := hammer(ctx, t, c, clients, func() bool { return time.Now().Before(end) })
+	took := time.Since(start)
+	perCall := func(d time.Duration) float64 { return math.Round(float64(d.Nanoseconds()) / float64(max(n, 1))) }
+	r := result{n: int(n), metrics: []metric{{perCall(took), "ns/op"}, {math.Round(float64(n) / took.Seconds()), "calls/s"}}}
+	if t.pid != 0 {
+		cpuAfter, _, _ := procStat(t.pid)
+		r.metrics = append(r.metrics, metric{perCall(cpuAfter - cpuBefore), "cpu-ns/op"})
+	}
+	return r, err
+}
+
 // rssAfter makes calls calls through crishim (t) and reads its RSS and
 // goroutines after the first tenth and at the end: a leak shows as growth.
-func rssAfter(ctx context.Context, t *target, metricsAddr string, c call, clients, calls int) (result, error) {
+func rssAfter(ctx context.Context, t *target, metricsAddr string, c call, calls int) (result, error) {
 	progress("RSS: %d calls through crishim, %d clients", calls, clients)
 	if err := t.redial(ctx); err != nil {
 		return result{}, err
@@ -253,11 +261,13 @@ func rssAfter(ctx context.Context, t *target, metricsAddr string, c call, client
 	var rss [2]int64
 	var gs [2]int
 	for i, n := range []int{calls / 10, calls - calls/10} {
-		if err := callN(ctx, t, c, clients, n); err != nil {
+		var left atomic.Int64
+		left.Store(int64(n))
+		if _, err := hammer(ctx, t, c, clients, func() bool { return left.Add(-1) >= 0 }); err != nil {
 			return result{}, err
 		}
 		var err error
-		if rss[i], err = procRSS(t.pid); err != nil {
+		if _, rss[i], err = procStat(t.pid); err != nil {
 			return result{}, err
 		}
 		if gs[i], err = goroutines(metricsAddr); err != nil {
@@ -270,27 +280,14 @@ func rssAfter(ctx context.Context, t *target, metricsAddr string, c call, client
 	}}, nil
 }
 
-// serveHelper is this binary re-invoked as a target of its own: the pipe
-// (on one P, as crishim runs) or the naive forwarder. It says "ready" on
-// stdout once it listens and serves until ctx is done (SIGTERM).
-func serveHelper(ctx context.Context, kind, listen, backend string) error {
-	switch kind {
-	case "pipe":
-		return runPipe(ctx, listen, backend)
-	case "naive":
-		return runNaiveForwarder(ctx, listen, backend)
-	}
-	return fmt.Errorf("--serve %q: want pipe or naive", kind)
-}
-
-// startHelper runs this binary with --serve kind and waits for its ready
-// line.
+// startHelper runs this binary with --serve kind (the pipe on one P, as
+// crishim runs) and waits for its ready line. It dies with this process.
 func startHelper(kind, listen, backend string) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "--serve", kind, "--listen", listen, "--backend", backend)
+	cmd := exec.Command(self, "--serve", kind, listen, backend)
 	if kind == "pipe" {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	}
@@ -310,22 +307,4 @@ func startHelper(kind, listen, backend string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("%s did not start: it said %q", kind, line)
 	}
 	return cmd, nil
-}
-
-// stopHelper sends SIGTERM and waits for the exit, killing the process
-// after 10 s; a failure is reported, not returned: the results are out.
-func stopHelper(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			progress("%s: %v", cmd.Args[2], err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		progress("%s ignored SIGTERM", cmd.Args[2])
-	}
 }

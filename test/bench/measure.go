@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/sync/errgroup"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 )
@@ -34,7 +34,7 @@ type target struct {
 // The client checks the connection with a Version call before it returns.
 func dialKubelet(endpoint string) func(ctx context.Context) (internalapi.RuntimeService, error) {
 	return func(ctx context.Context) (internalapi.RuntimeService, error) {
-		return remote.NewRemoteRuntimeService(ctx, endpoint, requestTimeout, noop.NewTracerProvider(), false)
+		return remote.NewRemoteRuntimeServiceBuilder().WithEndpoint(endpoint).WithConnectionTimeout(requestTimeout).Build(ctx)
 	}
 }
 
@@ -106,67 +106,26 @@ func interleaved(ctx context.Context, rng *rand.Rand, targets []*target, c call,
 	return out, nil
 }
 
-// throughput runs clients concurrent callers on t's one client (the
-// kubelet, too, has one connection) for d and returns the completed calls
-// and the time they took. Callers stop starting calls at the end rather
-// than having them canceled, so no call fails for the clock's sake.
-func throughput(ctx context.Context, t *target, c call, clients int, d time.Duration) (int64, time.Duration, error) {
-	if err := t.redial(ctx); err != nil {
-		return 0, 0, err
-	}
-	var stop atomic.Bool
-	timer := time.AfterFunc(d, func() { stop.Store(true) })
-	defer timer.Stop()
+// hammer runs clients concurrent callers of c on t's one client (the
+// kubelet, too, has one connection), each starting calls while more says
+// so, and returns the calls made. Callers stop starting calls rather than
+// having them canceled, so no call fails for the clock's sake.
+func hammer(ctx context.Context, t *target, c call, clients int, more func() bool) (int64, error) {
 	var done atomic.Int64
-	errc := make(chan error, clients)
-	start := time.Now()
+	g, ctx := errgroup.WithContext(ctx)
 	for range clients {
-		go func() {
-			for !stop.Load() && ctx.Err() == nil {
+		g.Go(func() error {
+			for more() {
 				if err := c(ctx, t.rt); err != nil {
-					errc <- fmt.Errorf("%s: %w", t.name, err)
-					return
+					return fmt.Errorf("%s: %w", t.name, err)
 				}
 				done.Add(1)
 			}
-			errc <- nil
-		}()
+			return nil
+		})
 	}
-	var first error
-	for range clients {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-	}
-	return done.Load(), time.Since(start), first
-}
-
-// callN makes n calls of c on t's client, clients at a time.
-func callN(ctx context.Context, t *target, c call, clients, n int) error {
-	work := make(chan struct{}, n)
-	for range n {
-		work <- struct{}{}
-	}
-	close(work)
-	errc := make(chan error, clients)
-	for range clients {
-		go func() {
-			for range work {
-				if err := c(ctx, t.rt); err != nil {
-					errc <- err
-					return
-				}
-			}
-			errc <- nil
-		}()
-	}
-	var first error
-	for range clients {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	err := g.Wait()
+	return done.Load(), err
 }
 
 // quantile is the value at p (0 to 1) of ds, the lower of two where p

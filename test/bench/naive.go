@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,9 +28,8 @@ var _ encoding.Codec = rawCodec{}
 
 // runNaiveForwarder is the process the benchmark starts as its reference
 // point: a grpc-go server whose unknown-service handler relays raw bytes
-// through a grpc-go client, with nothing else. It serves until ctx is done
-// (SIGTERM).
-func runNaiveForwarder(ctx context.Context, listen, backend string) error {
+// through a grpc-go client, with nothing else. It serves until killed.
+func runNaiveForwarder(listen, backend string) error {
 	conn, err := grpc.NewClient("unix://"+backend, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}), grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
@@ -79,7 +77,5 @@ func runNaiveForwarder(ctx context.Context, listen, backend string) error {
 			}
 		}))
 	fmt.Println("ready")
-	stopServing := context.AfterFunc(ctx, gs.Stop)
-	defer stopServing()
 	return gs.Serve(ln)
 }

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // The bench prints Go benchmark format
@@ -44,35 +44,22 @@ func (r result) String() string {
 // configurations in different tables.
 func printHeader(w io.Writer) {
 	fmt.Fprintf(w, "goos: %s\ngoarch: %s\npkg: github.com/crishim/crishim/test/bench\n", runtime.GOOS, runtime.GOARCH)
-	if cpu := cpuModel(); cpu != "" {
-		fmt.Fprintf(w, "cpu: %s\n", cpu)
-	}
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			fmt.Fprintf(w, "cpu: %s\n", cpus[0].ModelName)
 		}
 	}
-	return ""
 }
 
 // latencyResults are one workload's lines: per target, its median as ns/op
 // (the calls' latencies are skewed, so the median, not Go's mean) and its
 // p99, and for every target but direct what it adds to direct's median in
 // the same run. targets gives the order; direct must be among them.
-func latencyResults(backend, workload string, targets []string, lat map[string][]time.Duration) []result {
+func latencyResults(backend, workload string, targets []*target, lat map[string][]time.Duration) []result {
 	direct := quantile(lat["direct"], 0.5)
 	out := make([]result, 0, len(targets))
-	for _, name := range targets {
-		ds := lat[name]
+	for _, t := range targets {
+		name, ds := t.name, lat[t.name]
 		p50 := quantile(ds, 0.5)
 		ms := []metric{{float64(p50.Nanoseconds()), "ns/op"}, {float64(quantile(ds, 0.99).Nanoseconds()), "p99-ns"}}
 		if name != "direct" {

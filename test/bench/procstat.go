@@ -1,50 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 )
 
-// clockTick is USER_HZ, the unit of /proc/<pid>/stat CPU times on Linux.
-const clockTick = 10 * time.Millisecond
-
-// cpuTime is a process's user+system CPU time so far.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// procStat is a process's user+system CPU time so far and its resident
+// set size in bytes.
+func procStat(pid int) (cpu time.Duration, rss int64, err error) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	// The command name may hold spaces; fields are counted after its ')'.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return time.Duration(utime+stime) * clockTick, nil
-}
-
-// procRSS is a process's resident set size in bytes.
-func procRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	s, err := p.Stat()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return time.Duration(s.CPUTime() * float64(time.Second)), int64(s.ResidentMemory()), nil
 }
 
 // goroutines reads crishim's go_goroutines from its /metrics.
@@ -54,12 +31,14 @@ func goroutines(metricsAddr string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(rest, 64)
-			return int(f), err
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("%s/metrics: %w", metricsAddr, err)
 	}
-	return 0, fmt.Errorf("no go_goroutines in %s/metrics", metricsAddr)
+	ms := mfs["go_goroutines"].GetMetric()
+	if len(ms) == 0 {
+		return 0, fmt.Errorf("no go_goroutines in %s/metrics", metricsAddr)
+	}
+	return int(ms[0].GetGauge().GetValue()), nil
 }

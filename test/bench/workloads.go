@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -17,11 +16,32 @@ type workload struct {
 	rounds int
 }
 
-func version() call {
-	return func(ctx context.Context, rt internalapi.RuntimeService) error {
-		_, err := rt.Version(ctx, "v1")
-		return err
+// objects are what a backend's workloads ask for: a container's status, an
+// exec in a container, label selectors for 10 and 300 containers and for
+// 100 pods.
+type objects struct {
+	status, exec   string
+	ten, all, pods map[string]string
+	execRounds     int // exec probes are slow on a real runtime
+	throughputCall call
+}
+
+// workloads are the kubelet's calls on o, each rounds rounds but the long
+// lists (fewer) and ExecSync (o.execRounds).
+func workloads(o objects, rounds int) []workload {
+	return []workload{
+		{"Version", version, rounds},
+		{"ContainerStatus", containerStatus(o.status), rounds},
+		{"ListContainers10", listContainers(o.ten), rounds},
+		{"ListContainers300", listContainers(o.all), max(rounds/4, 1)},
+		{"ListPodSandbox", listPods(o.pods), max(rounds/2, 1)},
+		{"ExecSync", execSync(o.exec), o.execRounds},
 	}
+}
+
+func version(ctx context.Context, rt internalapi.RuntimeService) error {
+	_, err := rt.Version(ctx, "v1")
+	return err
 }
 
 func containerStatus(id string) call {
@@ -53,35 +73,5 @@ func execSync(id string) call {
 	return func(ctx context.Context, rt internalapi.RuntimeService) error {
 		_, _, err := rt.ExecSync(ctx, id, []string{"true"}, time.Second)
 		return err
-	}
-}
-
-// sized asks the fake runtime for a list of n items.
-func sized(n int) map[string]string {
-	return map[string]string{sizeLabel: strconv.Itoa(n)}
-}
-
-// fakeWorkloads expose crishim's own cost: the fake answers at once.
-func fakeWorkloads(rounds int) []workload {
-	return []workload{
-		{"Version", version(), rounds},
-		{"ContainerStatus", containerStatus(fakeID("c", 7)), rounds},
-		{"ListContainers10", listContainers(sized(10)), rounds},
-		{"ListContainers300", listContainers(sized(300)), max(rounds/4, 1)},
-		{"ListPodSandbox", listPods(sized(100)), max(rounds/2, 1)},
-		{"ExecSync", execSync(fakeID("c", 1)), rounds},
-	}
-}
-
-// containerdWorkloads are the same calls against a real runtime holding
-// 100 pods of 3 containers.
-func containerdWorkloads(p *populated, rounds int) []workload {
-	return []workload{
-		{"Version", version(), rounds},
-		{"ContainerStatus", containerStatus(p.containers[0]), rounds},
-		{"ListContainers10", listContainers(map[string]string{tenLabel: "yes"}), rounds},
-		{"ListContainers300", listContainers(map[string]string{benchLabel: "yes"}), max(rounds/4, 1)},
-		{"ListPodSandbox", listPods(map[string]string{benchLabel: "yes"}), max(rounds/2, 1)},
-		{"ExecSync", execSync(p.containers[1]), max(rounds/50, 10)},
 	}
 }
