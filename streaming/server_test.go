@@ -111,12 +111,20 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	return startServerWith(t, cfg, Deps{})
+}
+
+// startServerWith is startServer with d's optional dependencies (audit,
+// record errors, the idle timeout); it fills the runtime, metrics and log.
+func startServerWith(t *testing.T, cfg Config, d Deps) *testServer {
+	t.Helper()
 	backend := newEchoBackend(t)
 	rt := &fakeRuntime{url: backend.URL}
 	m := metrics.NewStreaming()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	s, err := Listen(cfg, rt, m, slog.New(slog.DiscardHandler))
+	d.Runtime, d.Metrics, d.Log = rt, m, slog.New(slog.DiscardHandler)
+	s, err := Listen(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +412,7 @@ func TestWildcardBindAdvertisesARoutableHost(t *testing.T) {
 	cfg := testConfig()
 	cfg.Address = "0.0.0.0:0"
 	cfg.AllowInsecure = true
-	s, err := Listen(cfg, &fakeRuntime{}, metrics.NewStreaming(), slog.New(slog.DiscardHandler))
+	s, err := Listen(cfg, Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		if strings.Contains(err.Error(), "no routable address") {
 			t.Skipf("this machine has no default route: %v", err)
