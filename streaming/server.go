@@ -58,6 +58,23 @@ type Deps struct {
 	idleTimeout time.Duration
 }
 
+// check names a required dependency missing: the first token or session
+// would panic without it.
+func (d Deps) check() error {
+	var missing string
+	switch {
+	case d.Runtime == nil:
+		missing = "Runtime"
+	case d.Metrics == nil:
+		missing = "Metrics"
+	case d.Log == nil:
+		missing = "Log"
+	default:
+		return nil
+	}
+	return fmt.Errorf("streaming server: Deps.%s is required", missing)
+}
+
 // defaultIdleTimeout closes keep-alive connections with no request in
 // flight. Stream clients make one request per connection and upgrade it,
 // so a connection idle this long is not going to be used.
@@ -97,6 +114,9 @@ type Server struct {
 // Listen binds cfg.Address now, so a taken port or a refused exposure is a
 // startup error, and returns a server that serves once Serve is called.
 func Listen(cfg Config, d Deps) (*Server, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

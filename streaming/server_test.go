@@ -470,3 +470,28 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 	}
 	return 0
 }
+
+// TestListenWithoutRequiredDepsFails: a server made without its runtime,
+// metrics or log would panic at the first token or session; Listen says
+// so at startup instead.
+func TestListenWithoutRequiredDepsFails(t *testing.T) {
+	full := Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)}
+	for name, drop := range map[string]func(*Deps){
+		"Runtime": func(d *Deps) { d.Runtime = nil },
+		"Metrics": func(d *Deps) { d.Metrics = nil },
+		"Log":     func(d *Deps) { d.Log = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := full
+			drop(&d)
+			s, err := Listen(testConfig(), d)
+			if err == nil {
+				_ = s.Shutdown(context.Background())
+				t.Fatal("Listen accepted Deps without " + name)
+			}
+			if !strings.Contains(err.Error(), "Deps."+name+" ") {
+				t.Fatalf("Listen: %v; want the error to name %s", err, name)
+			}
+		})
+	}
+}
