@@ -20,7 +20,10 @@ func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a measurement
+	// A hang guard, not a measurement: shorter than defaultIdleTimeout so
+	// that a server which ignored the test's idle timeout fails here
+	// rather than passing late.
+	_ = c.SetDeadline(time.Now().Add(defaultIdleTimeout / 2))
 	fmt.Fprintf(c, "GET /exec/no-such-token HTTP/1.1\r\nHost: %s\r\n\r\n", s.Addr())
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
