@@ -7,13 +7,16 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/crishim/crishim/audit"
 )
 
-// Config configures the streaming server. The defaults are DESIGN.md's.
+// Config is the streaming server's settings, what an operator chooses
+// (flags or the config file): plain values that can be printed, compared
+// and validated alone. What the server works with, the runtime, metrics,
+// audit log and tracer, is given apart as Deps. The defaults are
+// DESIGN.md's.
 type Config struct {
 	// Address is HOST:PORT to listen on (--streaming-address); port 0
 	// picks a free port.
@@ -28,22 +31,10 @@ type Config struct {
 	// AllowInsecure permits plain HTTP on a non-loopback address
 	// (--streaming-allow-insecure).
 	AllowInsecure bool
-
-	// Audit records each session's start and end (--audit-log); nil
-	// records nothing. Not a flag of the streaming server's own.
-	Audit *audit.Log
 	// Record selects the exec and attach sessions recorded, and where
 	// (--record-sessions, --record-dir, --record-max-bytes,
-	// --record-max-total-bytes, --record-input); RecordErrors counts
-	// recordings that failed.
-	Record       audit.RecordConfig
-	RecordErrors audit.RecordErrors
-	// TracerProvider traces each session (--tracing-endpoint); nil traces
-	// nothing.
-	TracerProvider trace.TracerProvider
-
-	// idleTimeout replaces defaultIdleTimeout (tests).
-	idleTimeout time.Duration
+	// --record-max-total-bytes, --record-input).
+	Record audit.RecordConfig
 }
 
 // DefaultConfig is loopback on a random port, tokens good for a minute, at

@@ -14,15 +14,16 @@ import (
 // TestIdleKeepAliveConnectionIsClosed: a local user holding keep-alive
 // connections open must not keep crishim's file descriptors forever.
 func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
-	cfg := testConfig()
-	cfg.idleTimeout = 50 * time.Millisecond
-	s := startServer(t, cfg)
+	s := startServerWith(t, testConfig(), Deps{idleTimeout: 50 * time.Millisecond})
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Minute)) // a hang guard, not a measurement
+	// A hang guard, not a measurement: shorter than defaultIdleTimeout so
+	// that a server which ignored the test's idle timeout fails here
+	// rather than passing late.
+	_ = c.SetDeadline(time.Now().Add(defaultIdleTimeout / 2))
 	fmt.Fprintf(c, "GET /exec/no-such-token HTTP/1.1\r\nHost: %s\r\n\r\n", s.Addr())
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
@@ -41,9 +42,8 @@ func TestIdleKeepAliveConnectionIsClosed(t *testing.T) {
 // TestUpgradedStreamOutlivesTheIdleTimeout: exec sessions sit idle for
 // hours; the idle timeout is for connections between requests only.
 func TestUpgradedStreamOutlivesTheIdleTimeout(t *testing.T) {
-	cfg := testConfig()
-	cfg.idleTimeout = 20 * time.Millisecond
-	s := startServer(t, cfg)
+	const idle = 20 * time.Millisecond
+	s := startServerWith(t, testConfig(), Deps{idleTimeout: idle})
 	u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1"})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestUpgradedStreamOutlivesTheIdleTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade answered %s", resp.Status)
 	}
-	time.Sleep(10 * cfg.idleTimeout) // idle well past the timeout
+	time.Sleep(10 * idle) // idle well past the timeout
 	fmt.Fprint(c, "still there\n")
 	if line, err := br.ReadString('\n'); err != nil || line != "still there\n" {
 		t.Fatalf("after idling: echo %q, %v", line, err)

@@ -52,13 +52,13 @@ func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logge
 		id = audit.NewID()
 	}
 	if err := s.recordBudget.Admit(); err != nil {
-		s.cfg.RecordErrors.RecordError()
+		s.recordErrors.RecordError()
 		log.Warn("session not recorded", "err", err)
 		return nil
 	}
 	f, err := audit.CreateRecording(s.cfg.Record.Dir, id, time.Now())
 	if err != nil {
-		s.cfg.RecordErrors.RecordError()
+		s.recordErrors.RecordError()
 		log.Warn("session not recorded", "err", err)
 		return nil
 	}
@@ -68,7 +68,7 @@ func (s *Server) startRecording(kind Kind, p pending, id string, log *slog.Logge
 		f:    f,
 		cast: audit.NewCast(s.recordBudget.Writer(f), hdr, s.cfg.Record.MaxBytes, s.cfg.Record.Input, time.Now),
 		log:  log.With("recording", f.Name()),
-		errs: s.cfg.RecordErrors,
+		errs: s.recordErrors,
 	}
 }
 

@@ -32,8 +32,7 @@ func TestRecordedSessionThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	cfg.Audit = l
-	s := startServer(t, cfg)
+	s := startServerWith(t, cfg, Deps{Audit: l})
 
 	s.rt.err = status.Error(codes.NotFound, "container gone")
 	u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"ls"}})
@@ -108,8 +107,7 @@ func TestWebSocketRecordErrorsAreCounted(t *testing.T) {
 	cfg := testConfig()
 	errs := &atomicRecordErrors{}
 	cfg.Record = audit.RecordConfig{Mode: audit.RecordAll, Dir: "/dev/null/sessions"}
-	cfg.RecordErrors = errs
-	s := startServer(t, cfg)
+	s := startServerWith(t, cfg, Deps{RecordErrors: errs})
 	u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: []string{"ls"}, Stdout: true})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func TestStartRecording(t *testing.T) {
 				dir = filepath.Join(t.TempDir(), "sessions")
 			}
 			errs := &countRecordErrors{}
-			s := &Server{cfg: Config{Record: audit.RecordConfig{Mode: tt.node, Dir: dir}, RecordErrors: errs}}
+			s := &Server{cfg: Config{Record: audit.RecordConfig{Mode: tt.node, Dir: dir}}, recordErrors: errs}
 			var logs bytes.Buffer
 			rec := s.startRecording(tt.kind, pending{req: tt.req, record: tt.pod}, "id1", slog.New(slog.NewTextHandler(&logs, nil)))
 			if (rec != nil) != tt.recorded {
@@ -73,7 +73,8 @@ func TestRecordDirectoryBound(t *testing.T) {
 	dir := t.TempDir()
 	errs := &countRecordErrors{}
 	s := &Server{
-		cfg:          Config{Record: audit.RecordConfig{Mode: audit.RecordAll, Dir: dir}, RecordErrors: errs},
+		cfg:          Config{Record: audit.RecordConfig{Mode: audit.RecordAll, Dir: dir}},
+		recordErrors: errs,
 		recordBudget: audit.NewRecordBudget(dir, 1000),
 	}
 	req := pending{req: &runtimeapi.ExecRequest{ContainerId: "c", Cmd: []string{"ls"}}}

@@ -32,6 +32,49 @@ type Runtime interface {
 	PortForward(ctx context.Context, in *runtimeapi.PortForwardRequest, opts ...grpc.CallOption) (*runtimeapi.PortForwardResponse, error)
 }
 
+// Deps is what the server works with, as opposed to Config, how it is
+// set: the runtime it asks for URLs and where it reports. They come from
+// crishim's wiring, never from an operator (as k8s.io/kubelet's streaming
+// server takes its Runtime beside its Config).
+type Deps struct {
+	// Runtime answers a token's request with the runtime's own URL.
+	// Required.
+	Runtime Runtime
+	// Metrics counts tokens and sessions. Required.
+	Metrics *metrics.Streaming
+	// Log receives the server's and its sessions' lines. Required.
+	Log *slog.Logger
+	// Audit records each session's start and end (--audit-log); nil
+	// records nothing.
+	Audit *audit.Log
+	// RecordErrors counts the recordings that failed
+	// (crishim_record_errors_total); nil counts nothing.
+	RecordErrors audit.RecordErrors
+	// TracerProvider traces each session (--tracing-endpoint); nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
+
+	// idleTimeout replaces defaultIdleTimeout (tests).
+	idleTimeout time.Duration
+}
+
+// check names a required dependency missing: the first token or session
+// would panic without it.
+func (d Deps) check() error {
+	var missing string
+	switch {
+	case d.Runtime == nil:
+		missing = "Runtime"
+	case d.Metrics == nil:
+		missing = "Metrics"
+	case d.Log == nil:
+		missing = "Log"
+	default:
+		return nil
+	}
+	return fmt.Errorf("streaming server: Deps.%s is required", missing)
+}
+
 // defaultIdleTimeout closes keep-alive connections with no request in
 // flight. Stream clients make one request per connection and upgrade it,
 // so a connection idle this long is not going to be used.
@@ -45,16 +88,20 @@ const maxHeaderBytes = 64 << 10
 // Server is crishim's streaming server: it issues tokens for the shim and
 // serves them over HTTP.
 type Server struct {
-	cfg     Config
-	runtime Runtime
-	metrics *metrics.Streaming
-	log     *slog.Logger
+	cfg Config
+
+	runtime      Runtime
+	metrics      *metrics.Streaming
+	log          *slog.Logger
+	audit        *audit.Log // nil: sessions are not audited
+	recordErrors audit.RecordErrors
+	tracer       trace.Tracer // nil: sessions are not traced
+
 	cache   *cache
 	ln      net.Listener
 	base    string // scheme://host:port of every URL issued
 	http    *http.Server
 	serving atomic.Bool
-	tracer  trace.Tracer // nil: sessions are not traced
 	// recordBudget bounds the recording directory (nil: no bound).
 	recordBudget *audit.RecordBudget
 
@@ -66,7 +113,10 @@ type Server struct {
 
 // Listen binds cfg.Address now, so a taken port or a refused exposure is a
 // startup error, and returns a server that serves once Serve is called.
-func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Server, error) {
+func Listen(cfg Config, d Deps) (*Server, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -103,24 +153,26 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		scheme = "https"
 		ln = tls.NewListener(ln, tlsCfg)
 	}
-	if cfg.RecordErrors == nil {
-		cfg.RecordErrors = noRecordErrors{}
+	if d.RecordErrors == nil {
+		d.RecordErrors = noRecordErrors{}
 	}
 	s := &Server{
-		cfg:     cfg,
-		runtime: rt,
-		metrics: m,
-		log:     log,
-		ln:      ln,
-		base:    scheme + "://" + host,
-		live:    map[*session]struct{}{},
+		cfg:          cfg,
+		runtime:      d.Runtime,
+		metrics:      d.Metrics,
+		log:          d.Log,
+		audit:        d.Audit,
+		recordErrors: d.RecordErrors,
+		ln:           ln,
+		base:         scheme + "://" + host,
+		live:         map[*session]struct{}{},
 
 		recordBudget: audit.NewRecordBudget(cfg.Record.Dir, cfg.Record.MaxTotalBytes),
 	}
-	if cfg.TracerProvider != nil {
-		s.tracer = cfg.TracerProvider.Tracer(tracerName)
+	if d.TracerProvider != nil {
+		s.tracer = d.TracerProvider.Tracer(tracerName)
 	}
-	s.cache = newCache(cfg.TokenTTL, cfg.MaxTokens, time.Now, rand.Reader, func(k Kind) { m.TokenExpired(string(k)) })
+	s.cache = newCache(cfg.TokenTTL, cfg.MaxTokens, time.Now, rand.Reader, func(k Kind) { d.Metrics.TokenExpired(string(k)) })
 	mux := http.NewServeMux()
 	for _, k := range Kinds {
 		// GET carries WebSocket, POST carries SPDY, as the runtimes route
@@ -129,7 +181,7 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		mux.Handle("GET /"+string(k)+"/{token}", s.handler(k))
 		mux.Handle("POST /"+string(k)+"/{token}", s.handler(k))
 	}
-	idle := cfg.idleTimeout
+	idle := d.idleTimeout
 	if idle == 0 {
 		idle = defaultIdleTimeout
 	}
@@ -143,7 +195,7 @@ func Listen(cfg Config, rt Runtime, m *metrics.Streaming, log *slog.Logger) (*Se
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idle,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(d.Log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
 }

@@ -111,12 +111,20 @@ type testServer struct {
 
 func startServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
+	return startServerWith(t, cfg, Deps{})
+}
+
+// startServerWith is startServer with d's optional dependencies (audit,
+// record errors, the idle timeout); it fills the runtime, metrics and log.
+func startServerWith(t *testing.T, cfg Config, d Deps) *testServer {
+	t.Helper()
 	backend := newEchoBackend(t)
 	rt := &fakeRuntime{url: backend.URL}
 	m := metrics.NewStreaming()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	s, err := Listen(cfg, rt, m, slog.New(slog.DiscardHandler))
+	d.Runtime, d.Metrics, d.Log = rt, m, slog.New(slog.DiscardHandler)
+	s, err := Listen(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +412,7 @@ func TestWildcardBindAdvertisesARoutableHost(t *testing.T) {
 	cfg := testConfig()
 	cfg.Address = "0.0.0.0:0"
 	cfg.AllowInsecure = true
-	s, err := Listen(cfg, &fakeRuntime{}, metrics.NewStreaming(), slog.New(slog.DiscardHandler))
+	s, err := Listen(cfg, Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		if strings.Contains(err.Error(), "no routable address") {
 			t.Skipf("this machine has no default route: %v", err)
@@ -461,4 +469,29 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 		}
 	}
 	return 0
+}
+
+// TestListenWithoutRequiredDepsFails: a server made without its runtime,
+// metrics or log would panic at the first token or session; Listen says
+// so at startup instead.
+func TestListenWithoutRequiredDepsFails(t *testing.T) {
+	full := Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)}
+	for name, drop := range map[string]func(*Deps){
+		"Runtime": func(d *Deps) { d.Runtime = nil },
+		"Metrics": func(d *Deps) { d.Metrics = nil },
+		"Log":     func(d *Deps) { d.Log = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := full
+			drop(&d)
+			s, err := Listen(testConfig(), d)
+			if err == nil {
+				_ = s.Shutdown(context.Background())
+				t.Fatal("Listen accepted Deps without " + name)
+			}
+			if !strings.Contains(err.Error(), "Deps."+name+" ") {
+				t.Fatalf("Listen: %v; want the error to name %s", err, name)
+			}
+		})
+	}
 }

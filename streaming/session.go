@@ -63,7 +63,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 		defer s.finish(sess)
 		// Deferred first, so it runs after the stream and its audit ended.
 		defer endSpan(span, sess, nil)
-		audited := s.cfg.Audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
+		audited := s.audit.Start(auditStart(kind, req, p.who, r.RemoteAddr))
 		defer func() { audited.End(sess.auditEnd) }()
 		if err := audited.Refused(); err != nil {
 			// --audit-required: nothing unrecorded reaches the runtime.

@@ -199,7 +199,7 @@ func (l endedLog) Handle(_ context.Context, r slog.Record) error {
 func TestStreamEndedLogCountsEveryByte(t *testing.T) {
 	backend := newEchoBackend(t)
 	ended := make(endedLog, 1)
-	s, err := Listen(testConfig(), &fakeRuntime{url: backend.URL}, metrics.NewStreaming(), slog.New(ended))
+	s, err := Listen(testConfig(), Deps{Runtime: &fakeRuntime{url: backend.URL}, Metrics: metrics.NewStreaming(), Log: slog.New(ended)})
 	if err != nil {
 		t.Fatal(err)
 	}

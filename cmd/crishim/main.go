@@ -18,6 +18,7 @@ import (
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
+	"github.com/crishim/crishim/streaming"
 	"github.com/crishim/crishim/tracing"
 )
 
@@ -112,10 +113,10 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 		return err
 	}
 	defer auditLog.Close()
-	cfg.streaming.Audit = auditLog
-	cfg.streaming.Record, cfg.streaming.RecordErrors = cfg.record.RecordConfig, auditMetrics
-	cfg.streaming.TracerProvider = tr.TracerProvider()
-	streams, err := listenStreaming(cfg.streaming, backend, streamMetrics, log)
+	cfg.streaming.Record = cfg.record.RecordConfig
+	streams, err := listenStreaming(cfg.streaming, backend, streaming.Deps{
+		Metrics: streamMetrics, Audit: auditLog, RecordErrors: auditMetrics, TracerProvider: tr.TracerProvider(),
+	}, log)
 	if err != nil {
 		return err
 	}

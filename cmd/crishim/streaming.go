@@ -8,7 +8,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/streaming"
 )
@@ -35,15 +34,19 @@ func (c *streamingConfig) finish() error {
 	return c.Validate()
 }
 
-// listenStreaming binds the streaming server; nil when disabled.
-func listenStreaming(c streamingConfig, backend *proxy.Backend, m *metrics.Streaming, log *slog.Logger) (*streaming.Server, error) {
+// listenStreaming binds the streaming server; nil when disabled. deps
+// brings the other features' collaborators (metrics, audit log, record
+// errors, tracer); the runtime is backend's, the log is log's.
+func listenStreaming(c streamingConfig, backend *proxy.Backend, deps streaming.Deps, log *slog.Logger) (*streaming.Server, error) {
 	if c.Address == "" {
 		return nil, nil
 	}
 	// The upgrade-aware proxy logs through klog; without this its lines
 	// would bypass crishim's log format.
 	klog.SetSlogLogger(log.With("component", "streaming-proxy"))
-	return streaming.Listen(c.Config, runtimeapi.NewRuntimeServiceClient(backend.RuntimeConn()), m, log.With("component", "streaming"))
+	deps.Runtime = runtimeapi.NewRuntimeServiceClient(backend.RuntimeConn())
+	deps.Log = log.With("component", "streaming")
+	return streaming.Listen(c.Config, deps)
 }
 
 // readiness adds the streaming server to the runtime's readiness: a crishim
