@@ -68,20 +68,20 @@ func TestFlagsDocFollowsSections(t *testing.T) {
 	newRootCommand(opts) // declares --config, --version and --help
 	var docOrder []string
 	documented := map[string][]string{} // section: its table's flags
-	section := ""
+	current := ""
 	flagName := regexp.MustCompile(`--[a-z0-9-]+`)
 	for _, line := range strings.Split(string(doc), "\n") {
 		switch {
 		case strings.HasPrefix(line, "## "):
-			section = ""
+			current = ""
 			if name, ok := strings.CutSuffix(strings.TrimPrefix(line, "## "), " flags"); ok {
-				section = name
+				current = name
 				docOrder = append(docOrder, name)
 			}
-		case section != "" && strings.HasPrefix(line, "| `--"):
+		case current != "" && strings.HasPrefix(line, "| `--"):
 			first := strings.SplitN(line, " | ", 2)[0]
 			for _, f := range flagName.FindAllString(first, -1) {
-				documented[section] = append(documented[section], strings.TrimPrefix(f, "--"))
+				documented[current] = append(documented[current], strings.TrimPrefix(f, "--"))
 			}
 		}
 	}
