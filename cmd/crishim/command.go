@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // usageError is a bad flag, argument or setting: exit 2, as for bad flags
@@ -21,8 +23,9 @@ var errLogged = errors.New("crishim failed")
 
 // rootOptions are the flags of crishim itself, beside the settings.
 type rootOptions struct {
-	settings    *config        // the command line's values, before the file
-	flags       *pflag.FlagSet // the settings' flags, bound to settings
+	settings    *config                // the command line's values, before the file
+	sections    *cliflag.NamedFlagSets // the settings' flags by feature, for --help
+	flags       *pflag.FlagSet         // the same flags in one set, bound to settings
 	configPath  string
 	showVersion bool
 }
@@ -76,7 +79,8 @@ func execute(args []string, stdout, stderr io.Writer) int {
 
 func newRootOptions() *rootOptions {
 	o := &rootOptions{settings: &config{}}
-	o.flags = o.settings.flags()
+	o.sections = o.settings.sections()
+	o.flags = merged(o.sections)
 	return o
 }
 
@@ -102,8 +106,16 @@ func newRootCommand(opts *rootOptions) *cobra.Command {
 	root.PersistentFlags().SortFlags = false
 	// Persistent, so that `crishim --listen X config dump` shows X.
 	root.PersistentFlags().AddFlagSet(opts.flags)
-	root.PersistentFlags().StringVar(&opts.configPath, "config", defaultConfigPath, "TOML file of settings, keyed by flag name; used if it exists when not given; \"\" for none")
-	root.Flags().BoolVar(&opts.showVersion, "version", false, "print the version and exit")
+	file := section(opts.sections, sectionConfigFile)
+	file.StringVar(&opts.configPath, "config", defaultConfigPath, "TOML file of settings, keyed by flag name; used if it exists when not given; \"\" for none")
+	root.PersistentFlags().AddFlagSet(file)
+	global := section(opts.sections, sectionGlobal)
+	global.BoolVar(&opts.showVersion, "version", false, "print the version and exit")
+	// Declared here, not by cobra at Execute, so that --help lists it in
+	// its section.
+	global.BoolP("help", "h", false, "help for crishim")
+	root.Flags().AddFlagSet(global)
+	setSectionedHelp(root, opts.sections)
 	root.AddCommand(newVersionCommand(), newConfigCommand(opts))
 	return root
 }
@@ -127,4 +139,50 @@ func newVersionCommand() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// setSectionedHelp makes root's --help and usage list its flags by
+// feature, as Kubernetes components do (cliflag.PrintSections), in place
+// of cobra's one long list; the commands and examples stay. Commands below
+// root keep cobra's own help: their flags are few.
+func setSectionedHelp(root *cobra.Command, sections *cliflag.NamedFlagSets) {
+	help, usage := root.HelpFunc(), root.UsageFunc()
+	root.SetUsageFunc(func(cmd *cobra.Command) error {
+		if cmd != root {
+			return usage(cmd)
+		}
+		return writeUsage(cmd.OutOrStderr(), cmd, sections)
+	})
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		if cmd != root {
+			help(cmd, args)
+			return
+		}
+		out := cmd.OutOrStdout()
+		if _, err := fmt.Fprintf(out, "%s\n\n", cmd.Long); err != nil {
+			return
+		}
+		if err := writeUsage(out, cmd, sections); err != nil {
+			cmd.PrintErrln(err)
+		}
+	})
+}
+
+// writeUsage writes what cobra's usage template does for root, with the
+// flags in sections.
+func writeUsage(w io.Writer, root *cobra.Command, sections *cliflag.NamedFlagSets) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s\n  %s [command]\n", root.UseLine(), root.CommandPath())
+	fmt.Fprintf(&b, "\nExamples:\n%s\n", root.Example)
+	b.WriteString("\nAvailable Commands:\n")
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() || c.Name() == "help" {
+			fmt.Fprintf(&b, "  %-*s %s\n", root.NamePadding(), c.Name(), c.Short)
+		}
+	}
+	// 0 columns: no wrapping, as cobra's own flag list.
+	cliflag.PrintSections(&b, *sections, 0)
+	fmt.Fprintf(&b, "\nUse \"%s [command] --help\" for more information about a command.\n", root.CommandPath())
+	_, err := io.WriteString(w, b.String())
+	return err
 }

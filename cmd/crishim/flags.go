@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/crishim/crishim/endpoint"
 	"github.com/crishim/crishim/proxy"
@@ -37,12 +38,89 @@ type config struct {
 	tracing         tracingConfig
 }
 
-// flags registers every setting of c on a new flag set, in the order of
-// --help and of the default config file. A flag's own check refuses a bad
-// value wherever it comes from, so that the file's errors name its line.
+// flags registers every setting of c on a new flag set, section after
+// section as --help shows them, in the order of the default config file.
+// A flag's own check refuses a bad value wherever it comes from, so that
+// the file's errors name its line.
 func (c *config) flags() *pflag.FlagSet {
+	return merged(c.sections())
+}
+
+// sections registers every setting of c, each feature's into its own
+// section of --help (docs/flags.md has a table for each). The flags are
+// the same in the sections as in the merged set of flags(): one
+// registration, two views.
+func (c *config) sections() *cliflag.NamedFlagSets {
+	nfs := &cliflag.NamedFlagSets{}
+	c.registerRuntime(section(nfs, sectionRuntime))
+	c.target.register(section(nfs, sectionTarget))
+	c.stopSignal.register(section(nfs, sectionStopSignal))
+	c.streaming.register(section(nfs, sectionStreaming))
+	c.notifications.register(section(nfs, sectionNotifications))
+	c.debugImages.register(section(nfs, sectionDebugImages))
+	c.audit.register(section(nfs, sectionAudit))
+	c.record.register(section(nfs, sectionAudit))
+	c.tracing.register(section(nfs, sectionTracing))
+	c.registerMetrics(section(nfs, sectionMetrics))
+	c.registerLogging(section(nfs, sectionLogging))
+	for _, rl := range reloads {
+		for _, name := range rl.keys {
+			lookup(nfs, name).Usage += " (reloadable)"
+		}
+	}
+	return nfs
+}
+
+// The sections of --help, as cliflag.PrintSections heads them ("Streaming
+// flags:") and docs/flags.md titles its tables.
+const (
+	sectionRuntime       = "Runtime and socket"
+	sectionTarget        = "Target PID namespaces"
+	sectionStopSignal    = "Stop signals"
+	sectionStreaming     = "Streaming"
+	sectionNotifications = "Notifications"
+	sectionDebugImages   = "Debug images"
+	sectionAudit         = "Audit and recording"
+	sectionTracing       = "Tracing"
+	sectionMetrics       = "Metrics"
+	sectionLogging       = "Logging"
+	sectionConfigFile    = "Config file"
+	sectionGlobal        = "Global"
+)
+
+// section is nfs's flag set named name, keeping its flags in the order
+// they are declared: the config file follows it, and a feature's flags
+// read best in the order its file gives them.
+func section(nfs *cliflag.NamedFlagSets, name string) *pflag.FlagSet {
+	fs := nfs.FlagSet(name)
+	fs.SortFlags = false
+	return fs
+}
+
+// merged is every flag of nfs in one set, section after section, for the
+// command line and the config file, which know no sections.
+func merged(nfs *cliflag.NamedFlagSets) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("crishim", pflag.ContinueOnError)
 	fs.SortFlags = false
+	for _, name := range nfs.Order {
+		fs.AddFlagSet(nfs.FlagSets[name])
+	}
+	return fs
+}
+
+// lookup finds the flag name in any section of nfs.
+func lookup(nfs *cliflag.NamedFlagSets, name string) *pflag.Flag {
+	for _, fs := range nfs.FlagSets {
+		if f := fs.Lookup(name); f != nil {
+			return f
+		}
+	}
+	panic("crishim: no flag --" + name)
+}
+
+// registerRuntime registers the flags of crishim's two ends, the socket
+// it serves and the runtime it forwards to, and of the relay between.
+func (c *config) registerRuntime(fs *pflag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "the CRI socket to serve (mode 0660): /path or unix:///path")
 	checkValue(fs, "listen", validEndpoint)
 	fs.StringVar(&c.runtimeEndpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI runtime service endpoint: unix:///path or /path")
@@ -54,30 +132,22 @@ func (c *config) flags() *pflag.FlagSet {
 		}
 		return validEndpoint(s)
 	})
-	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:9847", "HOST:PORT for /metrics, /healthz and /readyz; empty disables")
 	fs.IntVar(&c.maxMessageSize, "max-message-size", proxy.DefaultMaxMessageSize, "largest gRPC message in bytes, both ways (the kubelet's limit is 16 MiB)")
 	checkValue(fs, "max-message-size", positive)
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
 	checkValue(fs, "shutdown-timeout", nonNegative)
 	fs.StringVar(&c.relay, "relay", string(proxy.RelayH2), "how pass-through calls travel: h2 (HTTP/2 frame relay) or grpc (grpc-go relay, the fallback)")
 	checkValue(fs, "relay", oneOf(string(proxy.RelayH2), string(proxy.RelayGRPC)))
+}
+
+func (c *config) registerMetrics(fs *pflag.FlagSet) {
+	fs.StringVar(&c.metricsAddress, "metrics-address", "127.0.0.1:9847", "HOST:PORT for /metrics, /healthz and /readyz; empty disables")
+}
+
+func (c *config) registerLogging(fs *pflag.FlagSet) {
 	fs.Var(levelValue{&c.logLevel}, "log-level", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
 	checkValue(fs, "log-format", oneOf("text", "json"))
-	c.target.register(fs)
-	c.stopSignal.register(fs)
-	c.streaming.register(fs)
-	c.notifications.register(fs)
-	c.debugImages.register(fs)
-	c.audit.register(fs)
-	c.record.register(fs)
-	c.tracing.register(fs)
-	for _, rl := range reloads {
-		for _, name := range rl.keys {
-			fs.Lookup(name).Usage += " (reloadable)"
-		}
-	}
-	return fs
 }
 
 // finish checks what no single value can say and fills the defaults that
