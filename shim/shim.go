@@ -92,6 +92,12 @@ func (s *Shim) Services() []proxy.Service {
 	return []proxy.Service{{Desc: &crishimv1.Crishim_ServiceDesc, Impl: s.API()}}
 }
 
+// api implements crishim.v1.
+type api struct {
+	crishimv1.UnimplementedCrishimServer // crishim's own API only: never CRI
+	shim                                 *Shim
+}
+
 // API is the crishim.v1 service itself, for in-process callers (the Notification
 // controller runs notifiers through the same Notify as crishimctl).
 func (s *Shim) API() crishimv1.CrishimServer { return &api{shim: s} }

@@ -8,12 +8,6 @@ import (
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
-// api implements crishim.v1.
-type api struct {
-	crishimv1.UnimplementedCrishimServer // crishim's own API only: never CRI
-	shim                                 *Shim
-}
-
 // Status reports crishim and the runtime behind it. A runtime that does not
 // answer is part of the report, not an error: status is what an operator
 // runs when something is wrong.
