@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"slices"
 
 	"golang.org/x/net/http2"
@@ -150,23 +148,6 @@ func (c *h2conn) credit(n int64) {
 	}
 }
 
-// admit takes in a DATA frame of n bytes, padding included, whose payload
-// is data: the padding is consumed at once, and a message over the size
-// limit ends the call (its bytes go back to src's connection). False: the
-// frame goes no further.
-func (s *session) admit(st *stream, fl *flow, n int64, data []byte) bool {
-	fl.consumed(n - int64(len(data)))
-	if st.route == routeLocal {
-		return true // crishim's gRPC server keeps the limit itself
-	}
-	if size, over := fl.msgs.scan(data, s.r.maxMsg); over {
-		fl.src.credit(int64(len(data)))
-		s.endLocally(st, codes.ResourceExhausted, fmt.Sprintf("grpc: received message larger than max (%d vs. %d)", size, s.r.maxMsg))
-		return false
-	}
-	return true
-}
-
 // windowOverflow answers a WINDOW_UPDATE from c that took a stream's
 // window past 2^31-1: RFC 9113 §6.9.1, the sender MUST send RST_STREAM
 // with FLOW_CONTROL_ERROR.
@@ -297,27 +278,5 @@ func (f *flow) block() {
 		// WINDOW_UPDATE for its own stream.
 		f.queued = true
 		f.dst.blocked = append(f.dst.blocked, f)
-	}
-}
-
-// msgLimit follows the gRPC length prefixes in a stream of DATA payloads,
-// so that the message size limit holds without decoding any message.
-type msgLimit struct {
-	records
-}
-
-// scan returns the length of the first message in p larger than max.
-func (m *msgLimit) scan(p []byte, max int) (uint32, bool) {
-	for {
-		h, rest, ok := m.header(p, grpcPrefixLen)
-		if !ok {
-			return 0, false
-		}
-		p = rest
-		size := binary.BigEndian.Uint32(h[1:])
-		if int64(size) > int64(max) {
-			return size, true
-		}
-		m.left = uint64(size)
 	}
 }
