@@ -94,64 +94,6 @@ func echoStream(ctx context.Context, conn *grpc.ClientConn, msg []byte, n int) e
 	return nil
 }
 
-func TestSlowReaderIsHeldBackNotBuffered(t *testing.T) {
-	sock := fakeSock(t)
-	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
-	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-	defer cancel()
-
-	// The client sends and never reads: the echoes pile up until every
-	// window on the way is full, and then the client's sends block too.
-	cs, err := p.conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/Flood")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := make(chan int, 1)
-	go func() {
-		n := 0
-		for ; n < 64; n++ {
-			if cs.SendMsg(NewFrame(make([]byte, 1<<20))) != nil {
-				break
-			}
-		}
-		sent <- n
-	}()
-	// Wait until the flood is held back both ways: the relay queues for the
-	// runtime (whose window the echoes it cannot send have closed) and for
-	// the client (which reads nothing).
-	waitFor(t, "the flood held back both ways", func() bool {
-		up, down := p.server.relay.queuedEachWay()
-		return up > 0 && down > 0
-	})
-	held := p.server.relay.queuedBytes()
-	if held > relayConnWindow {
-		t.Errorf("relay holds %d bytes for a client that does not read, more than its %d-byte window", held, relayConnWindow)
-	}
-	cancel()
-	if n := <-sent; n == 64 {
-		t.Error("64 MiB went out to a peer that reads nothing: no back-pressure")
-	}
-}
-
-// queuedEachWay is what the relay holds waiting for windows, toward the
-// runtime and toward the client.
-func (r *relay) queuedEachWay() (up, down int) {
-	r.eachSession(func(s *session) {
-		for st := range s.openStreams(nil) {
-			up += st.toUp.queue.len()
-			down += st.toClient.queue.len()
-		}
-	})
-	return up, down
-}
-
-// queuedBytes is what the relay holds waiting for windows.
-func (r *relay) queuedBytes() int {
-	up, down := r.queuedEachWay()
-	return up + down
-}
-
 // eachSession calls f with every session of the relay, under the relay's
 // lock and the session's own.
 func (r *relay) eachSession(f func(*session)) {
