@@ -14,7 +14,6 @@ import (
 
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
-	"github.com/crishim/crishim/shim/crishimv1"
 )
 
 func TestStopSignalMode(t *testing.T) {
@@ -204,56 +203,6 @@ func TestStopWithoutContainerdAPI(t *testing.T) {
 	}
 	if strings.Join(f.stopped, ",") != "emulated,exited,nosuch" {
 		t.Errorf("the runtime stopped %v", f.stopped)
-	}
-}
-
-func TestSignalAPIErrors(t *testing.T) {
-	f := newTargetFake()
-	f.add("created", "pod1", runtimeapi.ContainerState_CONTAINER_CREATED)
-	f.add("exited", "pod1", runtimeapi.ContainerState_CONTAINER_EXITED)
-	s := startSignalShim(t, f, "auto", false)
-	a := &api{shim: s}
-	tests := []struct {
-		name, id, signal string
-		code             codes.Code
-		msg              string
-	}{
-		{"no container", "", "SIGHUP", codes.InvalidArgument, "container_id: empty"},
-		{"unknown signal", "created", "SIGFOO", codes.InvalidArgument, `signal: "SIGFOO"`},
-		{"signal 0", "created", "0", codes.InvalidArgument, "signal:"},
-		{"unknown container", "nosuch", "SIGHUP", codes.NotFound, `container_id: container "nosuch" not found`},
-		{"created, not running", "created", "SIGHUP", codes.FailedPrecondition, "CONTAINER_CREATED, not running"},
-		{"exited", "exited", "1", codes.FailedPrecondition, "CONTAINER_EXITED, not running"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := a.Signal(context.Background(), &crishimv1.SignalRequest{ContainerId: tt.id, Signal: tt.signal})
-			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.msg) {
-				t.Fatalf("Signal: %v; want %s with %q", err, tt.code, tt.msg)
-			}
-		})
-	}
-}
-
-func TestNotifyRequestErrors(t *testing.T) {
-	s := startSignalShim(t, newTargetFake(), "auto", false)
-	a := &api{shim: s}
-	tests := []struct {
-		name string
-		req  *crishimv1.NotifyRequest
-		msg  string
-	}{
-		{"no notifier", &crishimv1.NotifyRequest{PodSandboxId: "pod1"}, "notifier: empty"},
-		{"no pods", &crishimv1.NotifyRequest{Notifier: "reload"}, "give exactly one"},
-		{"both selections", &crishimv1.NotifyRequest{Notifier: "reload", PodSandboxId: "pod1", LabelSelector: map[string]string{"app": "x"}}, "give exactly one"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := a.Notify(context.Background(), tt.req)
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.msg) {
-				t.Fatalf("Notify: %v; want InvalidArgument with %q", err, tt.msg)
-			}
-		})
 	}
 }
 
