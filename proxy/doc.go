@@ -8,6 +8,21 @@
 // the default) relays HTTP/2 frames and reaches the intercepted methods on an
 // in-memory connection to the gRPC server; the grpc relay (forward.go) is the
 // gRPC server's raw unknown-service handler, kept as the fallback.
+//
+// The h2 relay's files are named for what they hold, a file's tests beside
+// it: h2relay.go (listeners, sessions, shutdown), h2session.go (one client
+// connection and its calls), h2dial.go and h2upstream.go (an upstream
+// connection's dial, then its reader), h2conn.go (one connection: framing,
+// its writer, its peer's settings), h2rawio.go (raw socket I/O),
+// h2headers.go (header blocks), h2paths.go and h2route.go (routing by
+// :path), h2streams.go (where a session keeps its open calls), h2flow.go
+// (one direction of a call under flow control), h2window.go (window
+// arithmetic), h2windowframes.go (WINDOW_UPDATE and SETTINGS),
+// h2bytequeue.go (bytes waiting for a window), h2msglimit.go (the message
+// size limit), h2rewrite.go (answers under RewriteResponse), h2status.go
+// (calls crishim ends itself), h2floodguard.go (flood policing),
+// h2protoerr.go (protocol errors, counted and logged) and h2observe.go
+// (how relayed calls are counted).
 package proxy
 
 // # The h2 relay's goroutines, and who owns what
