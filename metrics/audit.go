@@ -1,6 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // Audit counts audit events and session recordings that could not be
 // written (--audit-log, --record-sessions): a full disk or an unwritable
@@ -10,31 +13,19 @@ type Audit struct {
 	recordErrors prometheus.Counter
 }
 
-// NewAudit creates the collector; register the result on crishim's
-// registry.
-func NewAudit() *Audit {
+// NewAudit creates the counters on reg.
+func NewAudit(reg prometheus.Registerer) *Audit {
+	f := promauto.With(reg)
 	return &Audit{
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
+		errors: f.NewCounter(prometheus.CounterOpts{
 			Name: "crishim_audit_errors_total",
 			Help: "Audit events crishim could not write to --audit-log (full disk, unwritable file); each is also logged at warn.",
 		}),
-		recordErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		recordErrors: f.NewCounter(prometheus.CounterOpts{
 			Name: "crishim_record_errors_total",
 			Help: "Session recordings that could not be created or stopped on a write error (--record-dir); the sessions went on, each is logged at warn.",
 		}),
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (m *Audit) Describe(ch chan<- *prometheus.Desc) {
-	m.errors.Describe(ch)
-	m.recordErrors.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (m *Audit) Collect(ch chan<- prometheus.Metric) {
-	m.errors.Collect(ch)
-	m.recordErrors.Collect(ch)
 }
 
 // AuditError counts one event not written.

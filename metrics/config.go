@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Config counts reloads of crishim's configuration (SIGHUP, or a change of
@@ -15,20 +16,20 @@ type Config struct {
 	lastOK      prometheus.Gauge
 }
 
-// NewConfig creates the collector; register the result on crishim's
-// registry. Both results start at 0, so that an alert on failures sees a
-// series from the start.
-func NewConfig() *Config {
+// NewConfig creates the collectors on reg. Both results start at 0, so
+// that an alert on failures sees a series from the start.
+func NewConfig(reg prometheus.Registerer) *Config {
+	f := promauto.With(reg)
 	m := &Config{
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		reloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_config_reloads_total",
 			Help: "Reloads of crishim's configuration (SIGHUP, or a change of --config or --debug-image-allowlist-file), by result (success, failure: the settings in force were kept).",
 		}, []string{"result"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+		lastSuccess: f.NewGauge(prometheus.GaugeOpts{
 			Name: "crishim_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration was last loaded successfully, at start or on reload (Unix time).",
 		}),
-		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+		lastOK: f.NewGauge(prometheus.GaugeOpts{
 			Name: "crishim_config_last_reload_successful",
 			Help: "1 if the last reload of the configuration succeeded (or none failed since start), 0 if it failed and older settings are in force.",
 		}),
@@ -38,20 +39,6 @@ func NewConfig() *Config {
 	m.lastOK.Set(1)
 	m.lastSuccess.Set(float64(time.Now().UnixNano()) / 1e9)
 	return m
-}
-
-// Describe implements prometheus.Collector.
-func (m *Config) Describe(ch chan<- *prometheus.Desc) {
-	m.reloads.Describe(ch)
-	m.lastSuccess.Describe(ch)
-	m.lastOK.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (m *Config) Collect(ch chan<- prometheus.Metric) {
-	m.reloads.Collect(ch)
-	m.lastSuccess.Collect(ch)
-	m.lastOK.Collect(ch)
 }
 
 // Reload counts one reload.

@@ -1,6 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // DebugImages counts the debug image allowlist's decisions. Its one label
 // is the result, never the image: image names are unbounded. A nil
@@ -10,31 +13,19 @@ type DebugImages struct {
 	lookups *prometheus.CounterVec
 }
 
-// NewDebugImages creates the collector; register the result on crishim's
-// registry.
-func NewDebugImages() *DebugImages {
+// NewDebugImages creates the counters on reg.
+func NewDebugImages(reg prometheus.Registerer) *DebugImages {
+	f := promauto.With(reg)
 	return &DebugImages{
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checks: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_debug_image_checks_total",
 			Help: "Debug container images checked against the allowlist (--debug-image-allowlist, --debug-image-allowlist-file), by result (allowed, refused, error: the runtime could not say what the image is).",
 		}, []string{"result"}),
-		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+		lookups: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_debug_container_lookups_total",
 			Help: "Containers the kubelet creates without PID namespace TARGET, looked up in their pod's spec to find its ephemeral containers, by result (ephemeral, regular, unknown: no API server, or it could not say; not treated as a debug container).",
 		}, []string{"result"}),
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (m *DebugImages) Describe(ch chan<- *prometheus.Desc) {
-	m.checks.Describe(ch)
-	m.lookups.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (m *DebugImages) Collect(ch chan<- prometheus.Metric) {
-	m.checks.Collect(ch)
-	m.lookups.Collect(ch)
 }
 
 // Lookup counts one pod spec lookup: ephemeral, regular or unknown.

@@ -1,6 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // Idempotent counts the stop and remove calls for IDs the runtime did not
 // know, which crishim answered OK as the CRI asks (see docs/operations.md).
@@ -10,20 +13,13 @@ type Idempotent struct {
 	notFound *prometheus.CounterVec
 }
 
-// NewIdempotent creates the collector; register the result on crishim's
-// registry.
-func NewIdempotent() *Idempotent {
-	return &Idempotent{notFound: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewIdempotent creates the counter on reg.
+func NewIdempotent(reg prometheus.Registerer) *Idempotent {
+	return &Idempotent{notFound: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "crishim_idempotent_notfound_total",
 		Help: "StopContainer, StopPodSandbox, RemoveContainer and RemovePodSandbox calls the runtime answered NotFound and crishim answered OK (the CRI makes them idempotent), by method.",
 	}, []string{"method"})}
 }
-
-// Describe implements prometheus.Collector.
-func (m *Idempotent) Describe(ch chan<- *prometheus.Desc) { m.notFound.Describe(ch) }
-
-// Collect implements prometheus.Collector.
-func (m *Idempotent) Collect(ch chan<- prometheus.Metric) { m.notFound.Collect(ch) }
 
 // NotFound counts one NotFound answered OK; method is the full method name.
 func (m *Idempotent) NotFound(method string) {

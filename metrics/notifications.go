@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Notifications counts the work of the Notification API controller. Label values come from
@@ -14,42 +15,27 @@ type Notifications struct {
 	deleted   prometheus.Counter
 }
 
-// NewNotifications creates the collectors; register the result on crishim's registry.
-func NewNotifications() *Notifications {
+// NewNotifications creates the collectors on reg.
+func NewNotifications(reg prometheus.Registerer) *Notifications {
+	f := promauto.With(reg)
 	return &Notifications{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifications_runs_total",
 			Help: "Pods in which this node ran a Notification's notifier, by result (succeeded, failed, interrupted).",
 		}, []string{"result"}),
-		watchUp: prometheus.NewGauge(prometheus.GaugeOpts{
+		watchUp: f.NewGauge(prometheus.GaugeOpts{
 			Name: "crishim_notifications_watch_up",
 			Help: "1 while the watch of Notifications is established, 0 while the apiserver cannot be reached.",
 		}),
-		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		apiErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifications_apiserver_errors_total",
 			Help: "Failed apiserver requests of the Notification controller, by operation (watch, get, apply, delete, event).",
 		}, []string{"op"}),
-		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+		deleted: f.NewCounter(prometheus.CounterOpts{
 			Name: "crishim_notifications_expired_deleted_total",
 			Help: "Completed Notifications this node deleted after their expirationSeconds.",
 		}),
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (n *Notifications) Describe(ch chan<- *prometheus.Desc) {
-	n.runs.Describe(ch)
-	n.watchUp.Describe(ch)
-	n.apiErrors.Describe(ch)
-	n.deleted.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (n *Notifications) Collect(ch chan<- prometheus.Metric) {
-	n.runs.Collect(ch)
-	n.watchUp.Collect(ch)
-	n.apiErrors.Collect(ch)
-	n.deleted.Collect(ch)
 }
 
 // Run counts one pod's run by result.

@@ -1,12 +1,15 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // newProtocolErrors counts the protocol errors of the h2 relay's peers.
 // The reason label takes only the relay's fixed set of values
 // (proxy.ProtocolErrorReasons), never anything a peer sent.
-func newProtocolErrors() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
+func newProtocolErrors(reg prometheus.Registerer) *prometheus.CounterVec {
+	return promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
 		Name: "crishim_relay_protocol_errors_total",
 		Help: "Protocol errors of peers of the h2 relay answered with GOAWAY or RST_STREAM, by reason.",
 	}, []string{"reason"})

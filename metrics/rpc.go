@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,29 +41,30 @@ type Metrics struct {
 // that get their own label value.
 func New(version, commit string, known []string) *Metrics {
 	reg := prometheus.NewRegistry()
+	f := promauto.With(reg)
 	m := &Metrics{
 		Registry: reg,
 		known:    make(map[string]bool, len(known)),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_grpc_requests_total",
 			Help: "gRPC calls served by crishim, by full method and gRPC status code.",
 		}, []string{"method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "crishim_grpc_request_duration_seconds",
 			Help: "Time from receiving a gRPC call to its end, by full method.",
 			// 50 µs (a pass-through of a fast call) to about 2 min (image pulls).
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 22),
 		}, []string{"method"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		inFlight: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "crishim_grpc_requests_in_flight",
 			Help: "gRPC calls being served, by full method.",
 		}, []string{"method"}),
-		byCaller: prometheus.NewCounterVec(prometheus.CounterOpts{
+		byCaller: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_cri_calls_by_caller_total",
 			Help: "CRI and crishim.v1 calls by caller (kubelet: the kubelet's process; other: anything else on the node), full method and gRPC status code.",
 		}, []string{"caller", "method", "code"}),
-		runtime:        newRuntimeMetrics(),
-		protocolErrors: newProtocolErrors(),
+		runtime:        newRuntimeMetrics(reg),
+		protocolErrors: newProtocolErrors(reg),
 	}
 	for _, k := range known {
 		m.known[k] = true
@@ -71,16 +73,14 @@ func New(version, commit string, known []string) *Metrics {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
 	}
-	build := prometheus.NewGauge(prometheus.GaugeOpts{
+	build := f.NewGauge(prometheus.GaugeOpts{
 		Name:        "crishim_build_info",
 		Help:        "Always 1; labels say which crishim build runs.",
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.byCaller, m.protocolErrors, build,
-		collectors.NewGoCollector(),
+	reg.MustRegister(collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(m.runtime.collectors()...)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // runtimeMetrics follow crishim's connections to the runtime.
@@ -16,23 +17,20 @@ type runtimeMetrics struct {
 	everSeen map[string]bool
 }
 
-func newRuntimeMetrics() *runtimeMetrics {
+func newRuntimeMetrics(reg prometheus.Registerer) *runtimeMetrics {
+	f := promauto.With(reg)
 	return &runtimeMetrics{
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		up: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "crishim_runtime_up",
 			Help: "1 while crishim's connection to the runtime (backend=runtime) or image service (backend=image) is established, else 0.",
 		}, []string{"backend"}),
-		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+		reconnects: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_runtime_reconnects_total",
 			Help: "Times crishim's connection to the runtime came back after being lost.",
 		}, []string{"backend"}),
 		wasDown:  map[string]bool{},
 		everSeen: map[string]bool{},
 	}
-}
-
-func (r *runtimeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.up, r.reconnects}
 }
 
 // RuntimeConnection records that the connection to backend ("runtime" or

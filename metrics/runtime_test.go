@@ -29,11 +29,21 @@ func TestRuntimeConnectionCountsOnlyReconnects(t *testing.T) {
 	}
 }
 
-// TestEveryMetricOnceWithConventionalNames: one registry, each family once,
-// crishim's own under the crishim_ prefix, and nothing promlint objects to.
+// TestEveryMetricOnceWithConventionalNames: one registry with every
+// feature's set on it as crishim builds it (a name taken twice panics),
+// each family once, crishim's own under the crishim_ prefix, and nothing
+// promlint objects to.
 func TestEveryMetricOnceWithConventionalNames(t *testing.T) {
 	m := New("test", "abc", []string{"/a.B/C"})
 	m.RuntimeConnection("runtime", true)
+	NewPIDTarget(m.Registry).Request("create", "native", "OK")
+	NewSignals(m.Registry).Stop("exited")
+	NewStreaming(m.Registry).TokenIssued("exec")
+	NewIdempotent(m.Registry).NotFound("/a.B/C")
+	NewNotifications(m.Registry).Run("succeeded")
+	NewDebugImages(m.Registry).Check("allowed")
+	NewAudit(m.Registry).AuditError()
+	NewConfig(m.Registry)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +59,10 @@ func TestEveryMetricOnceWithConventionalNames(t *testing.T) {
 			t.Errorf("%s lacks the crishim_ prefix", name)
 		}
 	}
-	for _, want := range []string{"crishim_build_info", "crishim_runtime_up", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, want := range []string{"crishim_build_info", "crishim_runtime_up", "go_goroutines", "process_resident_memory_bytes",
+		"crishim_pid_target_requests_total", "crishim_stop_signal_stops_total", "crishim_stream_tokens_issued_total",
+		"crishim_idempotent_notfound_total", "crishim_notifications_runs_total", "crishim_debug_image_checks_total",
+		"crishim_audit_errors_total", "crishim_config_reloads_total"} {
 		if !seen[want] {
 			t.Errorf("%s not exported", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Signals counts signal deliveries, emulated stops and notifier runs. Every
@@ -19,51 +20,33 @@ type Signals struct {
 	duration   *prometheus.HistogramVec
 }
 
-// NewSignals creates the collectors; register the result on crishim's
-// registry.
-func NewSignals() *Signals {
+// NewSignals creates the collectors on reg.
+func NewSignals(reg prometheus.Registerer) *Signals {
+	f := promauto.With(reg)
 	return &Signals{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+		deliveries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_signal_deliveries_total",
 			Help: "Signals crishim sent to containers, by origin (api, notifier, stop), signal name, path (containerd, pidfd, none) and gRPC result code.",
 		}, []string{"origin", "signal", "via", "code"}),
-		creates: prometheus.NewCounterVec(prometheus.CounterOpts{
+		creates: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stop_signal_creates_total",
 			Help: "CreateContainer calls with a stop_signal, by how crishim provided it (native, emulate, pass-through) and gRPC result code.",
 		}, []string{"mode", "code"}),
-		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
+		stops: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stop_signal_stops_total",
 			Help: "StopContainer calls for containers whose stop signal crishim emulates, by outcome (exited, killed, already_delivered, not_running, unemulated, delivery_failed).",
 		}, []string{"outcome"}),
-		notifiers: prometheus.NewCounterVec(prometheus.CounterOpts{
+		notifiers: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifier_runs_total",
 			Help: "Notifier runs, one per container, by action (exec, signal, none), result (succeeded, Timeout, Error) and reason.",
 		}, []string{"action", "result", "reason"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "crishim_notifier_run_duration_seconds",
 			Help: "Time from a notifier's action start to its result (action and probe), by action.",
 			// 10 ms to about 5 min: notifier timeouts are seconds to minutes.
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 15),
 		}, []string{"action"}),
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (s *Signals) Describe(ch chan<- *prometheus.Desc) {
-	s.deliveries.Describe(ch)
-	s.creates.Describe(ch)
-	s.stops.Describe(ch)
-	s.notifiers.Describe(ch)
-	s.duration.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (s *Signals) Collect(ch chan<- prometheus.Metric) {
-	s.deliveries.Collect(ch)
-	s.creates.Collect(ch)
-	s.stops.Collect(ch)
-	s.notifiers.Collect(ch)
-	s.duration.Collect(ch)
 }
 
 // Delivery counts one signal sent (or refused).

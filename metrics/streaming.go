@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Streaming holds the collectors of crishim's streaming server. Labels are
@@ -19,60 +20,40 @@ type Streaming struct {
 	duration       *prometheus.HistogramVec
 }
 
-// NewStreaming creates the streaming collectors; register the result (it is
-// a prometheus.Collector) on crishim's registry.
-func NewStreaming() *Streaming {
-	s := &Streaming{
-		tokensIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewStreaming creates the streaming collectors on reg.
+func NewStreaming(reg prometheus.Registerer) *Streaming {
+	f := promauto.With(reg)
+	return &Streaming{
+		tokensIssued: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stream_tokens_issued_total",
 			Help: "Stream tokens handed out in answer to CRI Exec, Attach and PortForward, by kind.",
 		}, []string{"kind"}),
-		tokensExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
+		tokensExpired: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stream_tokens_expired_total",
 			Help: "Stream tokens that reached --stream-token-ttl unused, by kind.",
 		}, []string{"kind"}),
-		tokensRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		tokensRejected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stream_tokens_rejected_total",
 			Help: "Stream tokens refused: reason full (CRI call answered ResourceExhausted), unknown or expired (HTTP 404), by kind.",
 		}, []string{"kind", "reason"}),
-		sessionsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		sessionsActive: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "crishim_stream_sessions_active",
 			Help: "Streams being proxied to the runtime, by kind.",
 		}, []string{"kind"}),
-		sessionsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+		sessionsTotal: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stream_sessions_total",
 			Help: "Streams started (token accepted, runtime asked for its URL), by kind.",
 		}, []string{"kind"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		bytes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_stream_bytes_total",
 			Help: "Bytes proxied between clients and the runtime's streaming server, upgrade handshake included, by kind and direction (to_runtime, to_client).",
 		}, []string{"kind", "direction"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "crishim_stream_session_duration_seconds",
 			Help: "Time from accepting a stream token to the end of the stream, by kind.",
 			// 10 ms (a refused upgrade) to about 12 h (a forgotten shell).
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}, []string{"kind"}),
-	}
-	return s
-}
-
-func (s *Streaming) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.tokensIssued, s.tokensExpired, s.tokensRejected,
-		s.sessionsActive, s.sessionsTotal, s.bytes, s.duration}
-}
-
-// Describe implements prometheus.Collector.
-func (s *Streaming) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range s.collectors() {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (s *Streaming) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range s.collectors() {
-		c.Collect(ch)
 	}
 }
 

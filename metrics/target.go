@@ -1,6 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // PIDTarget counts CRI TARGET PID namespace requests (debug containers). Its
 // label values come from fixed sets (call, mode, gRPC code), never from
@@ -11,32 +14,19 @@ type PIDTarget struct {
 	failures *prometheus.CounterVec
 }
 
-// NewPIDTarget creates the TARGET collectors; register the result (it is a
-// prometheus.Collector) on crishim's registry.
-func NewPIDTarget() *PIDTarget {
-	t := &PIDTarget{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewPIDTarget creates the TARGET counters on reg.
+func NewPIDTarget(reg prometheus.Registerer) *PIDTarget {
+	f := promauto.With(reg)
+	return &PIDTarget{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_pid_target_requests_total",
 			Help: "CreateContainer and StartContainer calls for containers with PID namespace TARGET, by call (create, start), mode (native, emulate, reject) and gRPC result code.",
 		}, []string{"call", "mode", "code"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		failures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_pid_target_verification_failures_total",
 			Help: "Containers started with PID namespace TARGET that crishim found outside the target's PID namespace (or could not check) and stopped, by mode.",
 		}, []string{"mode"}),
 	}
-	return t
-}
-
-// Describe implements prometheus.Collector.
-func (t *PIDTarget) Describe(ch chan<- *prometheus.Desc) {
-	t.requests.Describe(ch)
-	t.failures.Describe(ch)
-}
-
-// Collect implements prometheus.Collector.
-func (t *PIDTarget) Collect(ch chan<- prometheus.Metric) {
-	t.requests.Collect(ch)
-	t.failures.Collect(ch)
 }
 
 // Request counts one TARGET create or start.

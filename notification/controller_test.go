@@ -47,6 +47,7 @@ type fixture struct {
 	dyn     *dynamicfake.FakeDynamicClient
 	runner  *countingRunner
 	metrics *metrics.Notifications
+	reg     *prometheus.Registry // metrics' registry
 	events  *record.FakeRecorder
 }
 
@@ -54,7 +55,8 @@ func newFixture(t *testing.T, n *v1alpha1.Notification, pods ...*runtimeapi.PodS
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClient(scheme, n)
 	dyn.PrependReactor("patch", "notifications", applyReactor(dyn.Tracker()))
-	f := &fixture{t: t, dyn: dyn, runner: &countingRunner{calls: map[string]int{}}, metrics: metrics.NewNotifications(), events: record.NewFakeRecorder(10)}
+	reg := prometheus.NewRegistry()
+	f := &fixture{t: t, dyn: dyn, runner: &countingRunner{calls: map[string]int{}}, metrics: metrics.NewNotifications(reg), reg: reg, events: record.NewFakeRecorder(10)}
 	f.restart(pods...)
 	f.cache(n)
 	return f
@@ -132,9 +134,7 @@ func (f *fixture) applied() []v1alpha1.NotificationStatus {
 
 func (f *fixture) runs(result string) float64 {
 	f.t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(f.metrics)
-	fams, err := reg.Gather()
+	fams, err := f.reg.Gather()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestEventSinkAggregatesRepeats(t *testing.T) {
 	n := notificationQ()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{eventsResource: "EventList"}, n)
 	wrote := make(chan string, 10)
-	sink := recordingSink{&eventSink{ctx: context.Background(), events: dyn.Resource(eventsResource), metrics: metrics.NewNotifications()}, wrote}
+	sink := recordingSink{&eventSink{ctx: context.Background(), events: dyn.Resource(eventsResource), metrics: metrics.NewNotifications(prometheus.NewRegistry())}, wrote}
 	b := record.NewBroadcaster()
 	defer b.Shutdown()
 	b.StartRecordingToSink(sink)

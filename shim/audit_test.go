@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -24,7 +25,7 @@ import (
 // refusal.
 func TestAuditDebugContainers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestAuditNotifyNamesThePodByItsFullID(t *testing.T) {
 // port-forward URLs. Once the log can be written, they go through again.
 func TestAuditRequiredRefusesSessions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := audit.Open(audit.Config{Path: path, Required: true}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	l, err := audit.Open(audit.Config{Path: path, Required: true}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -79,7 +80,7 @@ func TestCRICallsOfOtherCallersAreAudited(t *testing.T) {
 		for _, level := range []string{audit.CRICallsMutating, audit.CRICallsNone} {
 			t.Run(string(relay)+"/"+level, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "audit.log")
-				l, err := audit.Open(audit.Config{Path: path, CRICalls: level}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+				l, err := audit.Open(audit.Config{Path: path, CRICalls: level}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}

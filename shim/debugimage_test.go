@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -113,7 +114,8 @@ func TestDebugImageAllowlist(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := metrics.NewDebugImages()
+			reg := prometheus.NewRegistry()
+			m := metrics.NewDebugImages(reg)
 			s := New(serveFakeRuntimeAndImages(t, f, newFakeImages()), Options{PIDTargetMode: PIDTargetNative, DebugImages: policy, DebugImageMetrics: m})
 			s.target.pidNamespace = f.pidNamespace
 			req := targetRequest("pod1", "app")
@@ -135,7 +137,7 @@ func TestDebugImageAllowlist(t *testing.T) {
 # TYPE crishim_debug_image_checks_total counter
 crishim_debug_image_checks_total{result="refused"} 1
 `
-				if err := testutil.CollectAndCompare(m, strings.NewReader(want)); err != nil {
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 					t.Error(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/grpc/codes"
@@ -120,7 +121,8 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newTargetFake()
-			m := metrics.NewDebugImages()
+			reg := prometheus.NewRegistry()
+			m := metrics.NewDebugImages(reg)
 			opts := Options{DebugImages: policy, DebugImageMetrics: m, DebugOtherCallers: tt.others}
 			if tt.kinds != nil {
 				opts.Pods = tt.kinds
@@ -147,8 +149,10 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 				want = `crishim_debug_container_lookups_total{result="` + tt.lookup + `"} 1` + "\n"
 			}
 			got := ""
-			if n := testutil.CollectAndCount(m, "crishim_debug_container_lookups_total"); n > 0 {
-				got = grepMetric(t, m, "crishim_debug_container_lookups_total")
+			if n, err := testutil.GatherAndCount(reg, "crishim_debug_container_lookups_total"); err != nil {
+				t.Fatal(err)
+			} else if n > 0 {
+				got = grepMetric(t, reg, "crishim_debug_container_lookups_total")
 			}
 			if got != want {
 				t.Errorf("lookups counted:\n%s\nwant:\n%s", got, want)
@@ -162,7 +166,7 @@ func TestEphemeralContainersAreDebugContainers(t *testing.T) {
 // regular container is not.
 func TestEphemeralContainerAudited(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +194,11 @@ func with(r *runtimeapi.CreateContainerRequest, change func(*runtimeapi.CreateCo
 	return r
 }
 
-// grepMetric is the sample lines of name as the collector exposes them.
-func grepMetric(t *testing.T, c *metrics.DebugImages, name string) string {
+// grepMetric is the sample lines of name as the registry exposes them.
+func grepMetric(t *testing.T, reg prometheus.Gatherer, name string) string {
 	t.Helper()
 	var out strings.Builder
-	text, err := testutil.CollectAndFormat(c, expfmt.TypeTextPlain, name)
+	text, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, name)
 	if err != nil {
 		t.Fatal(err)
 	}

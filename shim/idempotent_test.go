@@ -122,7 +122,8 @@ func TestStopAndRemoveOfUnknownIDsSucceed(t *testing.T) {
 	for _, mode := range []string{StopSignalNative, StopSignalEmulate} {
 		for _, relay := range []proxy.RelayMode{proxy.RelayH2, proxy.RelayGRPC} {
 			t.Run(mode+"/"+string(relay), func(t *testing.T) {
-				m := metrics.NewIdempotent()
+				reg := prometheus.NewPedanticRegistry()
+				m := metrics.NewIdempotent(reg)
 				s := startNotFoundShim(t, mode, m)
 				rs := serveShim(t, s, relay)
 				for _, c := range calls {
@@ -133,7 +134,7 @@ func TestStopAndRemoveOfUnknownIDsSucceed(t *testing.T) {
 						t.Errorf("%s with the runtime down: %v; want Unavailable", c.method, err)
 					}
 				}
-				got := notFoundCounts(t, m)
+				got := notFoundCounts(t, reg)
 				for _, c := range calls {
 					if n := got["/runtime.v1.RuntimeService/"+c.method]; n != 1 {
 						t.Errorf("%s: crishim_idempotent_notfound_total = %v, want 1", c.method, n)
@@ -145,10 +146,8 @@ func TestStopAndRemoveOfUnknownIDsSucceed(t *testing.T) {
 }
 
 // notFoundCounts reads crishim_idempotent_notfound_total by method.
-func notFoundCounts(t *testing.T, m *metrics.Idempotent) map[string]float64 {
+func notFoundCounts(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

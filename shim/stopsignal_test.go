@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -218,7 +219,8 @@ func TestStopOfAnEmulatedContainerIsCrishimsInEveryMode(t *testing.T) {
 				f := newTargetFake()
 				f.add("emulated", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
 				f.containers["emulated"].annotations = map[string]string{StopSignalAnnotation: "SIGUSR1"}
-				m := metrics.NewSignals()
+				reg := prometheus.NewRegistry()
+				m := metrics.NewSignals(reg)
 				s := New(serveFakeRuntime(t, f), Options{StopSignalMode: mode, SignalMetrics: m})
 				rs := serveShim(t, s, relay)
 				if _, err := rs.StopContainer(context.Background(), &runtimeapi.StopContainerRequest{ContainerId: "emulated", Timeout: 10}); err != nil {
@@ -231,7 +233,7 @@ func TestStopOfAnEmulatedContainerIsCrishimsInEveryMode(t *testing.T) {
 # TYPE crishim_stop_signal_stops_total counter
 crishim_stop_signal_stops_total{outcome="unemulated"} 1
 `
-				if err := testutil.CollectAndCompare(m, strings.NewReader(want), "crishim_stop_signal_stops_total"); err != nil {
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "crishim_stop_signal_stops_total"); err != nil {
 					t.Error(err)
 				}
 			})

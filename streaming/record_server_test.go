@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -27,7 +28,7 @@ func TestRecordedSessionThroughServer(t *testing.T) {
 	auditPath := filepath.Join(t.TempDir(), "audit.log")
 	cfg := testConfig()
 	cfg.Record = audit.RecordConfig{Mode: audit.RecordAll, Dir: dir}
-	l, err := audit.Open(audit.Config{Path: auditPath}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	l, err := audit.Open(audit.Config{Path: auditPath}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

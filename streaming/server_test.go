@@ -120,9 +120,8 @@ func startServerWith(t *testing.T, cfg Config, d Deps) *testServer {
 	t.Helper()
 	backend := newEchoBackend(t)
 	rt := &fakeRuntime{url: backend.URL}
-	m := metrics.NewStreaming()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	m := metrics.NewStreaming(reg)
 	d.Runtime, d.Metrics, d.Log = rt, m, slog.New(slog.DiscardHandler)
 	s, err := Listen(cfg, d)
 	if err != nil {
@@ -412,7 +411,7 @@ func TestWildcardBindAdvertisesARoutableHost(t *testing.T) {
 	cfg := testConfig()
 	cfg.Address = "0.0.0.0:0"
 	cfg.AllowInsecure = true
-	s, err := Listen(cfg, Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)})
+	s, err := Listen(cfg, Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		if strings.Contains(err.Error(), "no routable address") {
 			t.Skipf("this machine has no default route: %v", err)
@@ -475,7 +474,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 // metrics or log would panic at the first token or session; Listen says
 // so at startup instead.
 func TestListenWithoutRequiredDepsFails(t *testing.T) {
-	full := Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(), Log: slog.New(slog.DiscardHandler)}
+	full := Deps{Runtime: &fakeRuntime{}, Metrics: metrics.NewStreaming(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler)}
 	for name, drop := range map[string]func(*Deps){
 		"Runtime": func(d *Deps) { d.Runtime = nil },
 		"Metrics": func(d *Deps) { d.Metrics = nil },

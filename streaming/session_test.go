@@ -42,9 +42,8 @@ func tcpPair(t *testing.T) (dialed, accepted *net.TCPConn) {
 }
 
 func testSession(t *testing.T) (*session, *prometheus.Registry) {
-	m := metrics.NewStreaming()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
+	m := metrics.NewStreaming(reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return &session{kind: Exec, ctx: ctx, cancel: cancel, m: m.SessionStarted(string(Exec)), start: time.Now()}, reg
@@ -199,7 +198,7 @@ func (l endedLog) Handle(_ context.Context, r slog.Record) error {
 func TestStreamEndedLogCountsEveryByte(t *testing.T) {
 	backend := newEchoBackend(t)
 	ended := make(endedLog, 1)
-	s, err := Listen(testConfig(), Deps{Runtime: &fakeRuntime{url: backend.URL}, Metrics: metrics.NewStreaming(), Log: slog.New(ended)})
+	s, err := Listen(testConfig(), Deps{Runtime: &fakeRuntime{url: backend.URL}, Metrics: metrics.NewStreaming(prometheus.NewRegistry()), Log: slog.New(ended)})
 	if err != nil {
 		t.Fatal(err)
 	}

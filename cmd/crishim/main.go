@@ -100,14 +100,17 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 		return err
 	}
 	defer ctrd.Close()
-	targetMetrics := metrics.NewPIDTarget()
-	signalMetrics := metrics.NewSignals()
-	streamMetrics := metrics.NewStreaming()
-	idempotentMetrics := metrics.NewIdempotent()
-	notificationMetrics := metrics.NewNotifications()
-	debugImageMetrics := metrics.NewDebugImages()
-	auditMetrics := metrics.NewAudit()
-	configMetrics := metrics.NewConfig()
+	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
+	m := metrics.New(version, commit, known)
+	m.InitProtocolErrors(proxy.ProtocolErrorReasons)
+	targetMetrics := metrics.NewPIDTarget(m.Registry)
+	signalMetrics := metrics.NewSignals(m.Registry)
+	streamMetrics := metrics.NewStreaming(m.Registry)
+	idempotentMetrics := metrics.NewIdempotent(m.Registry)
+	notificationMetrics := metrics.NewNotifications(m.Registry)
+	debugImageMetrics := metrics.NewDebugImages(m.Registry)
+	auditMetrics := metrics.NewAudit(m.Registry)
+	configMetrics := metrics.NewConfig(m.Registry)
 	auditLog, err := audit.Open(cfg.audit.Config, auditMetrics, log.With("feature", "audit"))
 	if err != nil {
 		return err
@@ -144,17 +147,6 @@ func run(ctx context.Context, ld loaded, rl *reloader, log *slog.Logger) error {
 
 		IdempotentMetrics: idempotentMetrics,
 	})
-	known := proxy.MethodNames(append(proxy.CRIServices, shim.ServiceDescs()...)...)
-	m := metrics.New(version, commit, known)
-	m.InitProtocolErrors(proxy.ProtocolErrorReasons)
-	m.Registry.MustRegister(targetMetrics)
-	m.Registry.MustRegister(signalMetrics)
-	m.Registry.MustRegister(streamMetrics)
-	m.Registry.MustRegister(idempotentMetrics)
-	m.Registry.MustRegister(notificationMetrics)
-	m.Registry.MustRegister(debugImageMetrics)
-	m.Registry.MustRegister(auditMetrics)
-	m.Registry.MustRegister(configMetrics)
 	rl.start(watchCtx, ld, cfg.debugImages.policy, auditLog, configMetrics, log)
 	// Down until the first connection: an absent series would hide a
 	// runtime that never came up from alerts on crishim_runtime_up == 0.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
@@ -84,13 +85,14 @@ func TestReload(t *testing.T) {
 	level.Set(ld.cfg.logLevel)
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	auditLog, err := audit.Open(ld.cfg.audit.Config, metrics.NewAudit(), log)
+	auditLog, err := audit.Open(ld.cfg.audit.Config, metrics.NewAudit(prometheus.NewRegistry()), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer auditLog.Close()
 	policy := ld.cfg.debugImages.policy
-	m := metrics.NewConfig()
+	reg := prometheus.NewRegistry()
+	m := metrics.NewConfig(reg)
 	hup := make(chan os.Signal, 1)
 	r := &reloader{src: src, level: level, hup: hup, poll: 10 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,7 +103,7 @@ func TestReload(t *testing.T) {
 	reloads := func(result string, n int) func() bool {
 		want := fmt.Sprintf(`crishim_config_reloads_total{result=%q} %d`, result, n)
 		return func() bool {
-			b, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain, "crishim_config_reloads_total")
+			b, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, "crishim_config_reloads_total")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +164,8 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
 	var logs lockedBuffer
-	m := metrics.NewConfig()
+	reg := prometheus.NewRegistry()
+	m := metrics.NewConfig(reg)
 	r := &reloader{src: src, level: level, hup: make(chan os.Signal), poll: time.Hour}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -189,7 +192,7 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("the reloader blocks on %s", sw.what)
 		}
-		b, err := testutil.CollectAndFormat(m, expfmt.TypeTextPlain, "crishim_config_reloads_total")
+		b, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, "crishim_config_reloads_total")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +246,7 @@ func TestReloadTellsSystemdOnceServing(t *testing.T) {
 	}
 	r := &reloader{src: src, level: new(slog.LevelVar)}
 	r.running, r.data = ld.values(), ld.data
-	r.policy, r.metrics, r.log = ld.cfg.debugImages.policy, metrics.NewConfig(), slog.New(slog.DiscardHandler)
+	r.policy, r.metrics, r.log = ld.cfg.debugImages.policy, metrics.NewConfig(prometheus.NewRegistry()), slog.New(slog.DiscardHandler)
 
 	r.reload("SIGHUP")
 	if got := queued(); len(got) != 0 {
