@@ -34,20 +34,21 @@ func (cfg notificationsConfig) restConfig() (*rest.Config, error) {
 	return rc, nil
 }
 
-// startNotifications runs the Notification controller until ctx ends, when configured. An
-// unreachable apiserver is not an error here: the controller warns and retries, and CRI
-// keeps working; only a kubeconfig that cannot be read stops crishim at start.
-func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (done <-chan struct{}, err error) {
+// startNotifications runs the Notification controller, when configured, until ctx ends or
+// stop is called; done is closed once it has ended (nil: not configured). An unreachable
+// apiserver is not an error here: the controller warns and retries, and CRI keeps working;
+// only a kubeconfig that cannot be read stops crishim at start.
+func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (stop context.CancelFunc, done <-chan struct{}, err error) {
 	if !cfg.enabled() {
-		return nil, nil
+		return func() {}, nil, nil
 	}
 	rc, err := cfg.restConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("apiserver client: %w", err)
+		return nil, nil, fmt.Errorf("apiserver client: %w", err)
 	}
 	c := notification.New(notification.Options{
 		Dynamic:  dyn,
@@ -58,11 +59,12 @@ func startNotifications(ctx context.Context, cfg notificationsConfig, backend *p
 		Log:      log,
 		GCAfter:  cfg.gcAfter,
 	})
+	ctx, stop = context.WithCancel(ctx)
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
 		c.Run(ctx)
 	}()
 	log.Info("serving Notifications", "node", cfg.nodeName, "apiserver", rc.Host)
-	return ch, nil
+	return stop, ch, nil
 }
