@@ -75,7 +75,7 @@ func TestAuditDebugContainers(t *testing.T) {
 // the pod's full ID in its started event, as Signal does for containers.
 func TestAuditNotifyNamesThePodByItsFullID(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(), slog.New(slog.DiscardHandler))
+	l, err := audit.Open(audit.Config{Path: path}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
