@@ -9,8 +9,9 @@ import (
 	"github.com/crishim/crishim/tracing"
 )
 
-// waitForStop serves until ctx is canceled (SIGTERM/SIGINT) or a server
-// stops by itself, and returns that server's error.
+// waitForStop waits until ctx is canceled (SIGTERM/SIGINT) or a server
+// stops by itself, tells systemd crishim is stopping, and returns that
+// server's error (nil on a signal).
 func waitForStop(ctx context.Context, errc <-chan error, timeout time.Duration, log *slog.Logger) error {
 	var serveErr error
 	select {
@@ -25,9 +26,10 @@ func waitForStop(ctx context.Context, errc <-chan error, timeout time.Duration, 
 	return serveErr
 }
 
-// shutdown stops what serves within timeout: the Notification controller
-// first, then the servers drain (stop accepting, let in-flight calls and
-// streams finish), then the socket is removed and the spans exported.
+// shutdown stops what serves, within timeout, in this order: the
+// Notification controller; the CRI and streaming servers drain side by side
+// (stop accepting, let in-flight calls and streams finish); the metrics
+// server; the socket is removed; last, the spans are exported.
 func shutdown(timeout time.Duration, s *servers, tr *tracing.Tracing, log *slog.Logger) {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
