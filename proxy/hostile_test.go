@@ -228,7 +228,12 @@ func TestShutdownWithClientsThatStopReading(t *testing.T) {
 func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
 	sock := fakeSock(t)
 	// Every connection, the relay's and the backend's gRPC one alike.
+	// Once the test is done the runtime hangs up: grpc-go's client, the
+	// backend's, would otherwise give its close 5 s to reach a peer that
+	// never reads.
+	done := make(chan struct{})
 	serveUnix(t, sock, func(nc net.Conn) {
+		go func() { <-done; _ = nc.Close() }()
 		fr := http2.NewFramer(nc, nc)
 		_ = fr.WriteSettings()
 		for i := uint64(0); ; i++ {
@@ -247,10 +252,11 @@ func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
 		defer close(called)
 		_ = p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
 	}()
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, "the relay's writes to the runtime parked on its full socket", func() bool { return parkedIn("rawWriter") })
 	shutdownReturns(t, p)
 	cancel()
 	<-called
+	close(done)
 }
 
 // openFDs counts the process's open file descriptors.
