@@ -144,7 +144,19 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 			}
 			return done == 2
 		})
-		if out, _, code := kubectlEnv(t, nil, "", "exec", group+"-a", "--", "cat", "/tmp/quiesce"); code != 0 || out != "run\n" {
+		// kubectl exec goes through the kubelet, whose connection to the restarted
+		// crishim may still be in grpc-go's reconnect backoff: only a failed exec is
+		// tried again, never a wrong count.
+		var out string
+		eventually(t, time.Minute, func() error {
+			o, stderr, code := kubectlEnv(t, nil, "", "exec", group+"-a", "--", "cat", "/tmp/quiesce")
+			if code != 0 {
+				return fmt.Errorf("kubectl exec: exit %d, %s", code, stderr)
+			}
+			out = o
+			return nil
+		})
+		if out != "run\n" {
 			t.Errorf("node A ran quiesce %q times", out)
 		}
 		if out := b.exec(t, ctx, ctrB, "cat", "/tmp/quiesce"); out != "run\n" {
