@@ -104,7 +104,7 @@ func (sb *Sandbox) apply(key, value string) error {
 			return fmt.Errorf("%q: symlinks (NAME:LINK) are not implemented", name)
 		}
 		if filepath.IsAbs(name) || slices.Contains(strings.Split(name, "/"), "..") {
-			return fmt.Errorf("%q is not a relative path without ..", name)
+			return fmt.Errorf("%q: want a relative path with no .. element", name)
 		}
 		sb.Directories = append(sb.Directories, Directory{Setting: key, Path: filepath.Join(directoryBase[key].dir, name)})
 	}
