@@ -30,6 +30,22 @@ func readAudit(t *testing.T, path string) []audit.Event {
 	return evs
 }
 
+// auditEvent waits for the first event match accepts.
+func auditEvent(t *testing.T, path, what string, match func(audit.Event) bool) audit.Event {
+	t.Helper()
+	var found audit.Event
+	eventually(t, what, func() error {
+		for _, ev := range readAudit(t, path) {
+			if match(ev) {
+				found = ev
+				return nil
+			}
+		}
+		return os.ErrNotExist
+	})
+	return found
+}
+
 // TestAuditLogExec: an exec through crishim's streaming server (SPDY, as
 // the kubelet streams) is one started and one ended event with one ID: the
 // container, argv, the client's address, then bytes each way and

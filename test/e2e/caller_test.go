@@ -76,22 +76,6 @@ func containsAll(have, want []string) bool {
 	return true
 }
 
-// auditEvent waits for the first event match accepts.
-func auditEvent(t *testing.T, path, what string, match func(audit.Event) bool) audit.Event {
-	t.Helper()
-	var found audit.Event
-	eventually(t, what, func() error {
-		for _, ev := range readAudit(t, path) {
-			if match(ev) {
-				found = ev
-				return nil
-			}
-		}
-		return os.ErrNotExist
-	})
-	return found
-}
-
 // TestCrictlExecFromALoginSession: an operator's `crictl exec` (logged in,
 // then root) is recorded with the login uid and session that name the
 // person, crictl's command line, the container's full ID (crictl was given

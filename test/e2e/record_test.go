@@ -51,15 +51,8 @@ func recordedExecWith(t *testing.T, newExec func(*testing.T, string) remotecomma
 	if err := newExec(t, resp.Url).StreamWithContext(ctx, opts); err != nil {
 		t.Fatalf("exec %q: %v", cmd, err)
 	}
-	var end audit.Event
-	eventually(t, "the exec's ended event", func() error {
-		for _, ev := range readAudit(t, auditPath) {
-			if ev.Stage == audit.StageEnded && ev.ContainerID == ctrID && strings.Join(ev.Argv, " ") == strings.Join(cmd, " ") {
-				end = ev
-				return nil
-			}
-		}
-		return os.ErrNotExist
+	end := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
+		return ev.Stage == audit.StageEnded && ev.ContainerID == ctrID && strings.Join(ev.Argv, " ") == strings.Join(cmd, " ")
 	})
 	// The recording and the exit code share one parse of the streams.
 	if end.ExitCode == nil || *end.ExitCode != 0 {

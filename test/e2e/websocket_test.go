@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -104,15 +103,8 @@ func TestRecordSessionsWebSocket(t *testing.T) {
 	if stdout.String() != "typed-in\nws-out\n" {
 		t.Errorf("stdout %q, want stdin echoed then ws-out", stdout.String())
 	}
-	var ended audit.Event
-	eventually(t, "the exec's ended event", func() error {
-		for _, ev := range readAudit(t, auditPath) {
-			if ev.Stage == audit.StageEnded && strings.Join(ev.Argv, " ") == strings.Join(cmd, " ") {
-				ended = ev
-				return nil
-			}
-		}
-		return os.ErrNotExist
+	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
+		return ev.Stage == audit.StageEnded && strings.Join(ev.Argv, " ") == strings.Join(cmd, " ")
 	})
 	if ended.ExitCode == nil || *ended.ExitCode != 7 || ended.Error != "" {
 		t.Errorf("ended event exit code %v, error %q; want 7 and no error", ended.ExitCode, ended.Error)
@@ -151,17 +143,12 @@ func TestPortForwardOverWebSocketTunnelAudited(t *testing.T) {
 	}
 	stop() // the session ends, and with it its audit event
 
-	eventually(t, "the port-forward's ended event", func() error {
-		for _, ev := range readAudit(t, auditPath) {
-			if ev.Stage == audit.StageEnded && ev.Kind == audit.KindPortForward {
-				if len(ev.Ports) != 1 || ev.Ports[0] != echoPort || ev.PodSandboxID != podID {
-					return fmt.Errorf("ended event %+v: want pod %s and port %d", ev, podID, echoPort)
-				}
-				return nil
-			}
-		}
-		return os.ErrNotExist
+	ev := auditEvent(t, auditPath, "the port-forward's ended event", func(ev audit.Event) bool {
+		return ev.Stage == audit.StageEnded && ev.Kind == audit.KindPortForward
 	})
+	if len(ev.Ports) != 1 || ev.Ports[0] != echoPort || ev.PodSandboxID != podID {
+		t.Errorf("ended event %+v: want pod %s and port %d", ev, podID, echoPort)
+	}
 }
 
 // TestWebSocketClientGoneEndsSession: a WebSocket client that goes away
