@@ -83,18 +83,9 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, sess *session, l
 		http.Error(w, "crishim: "+sess.err.Error(), resp.StatusCode)
 		return
 	}
-	upgrader := websocket.Upgrader{
-		Subprotocols: []string{tunnelPrefix + resp.Header.Get(httpstream.HeaderProtocolVersion)},
-		// As for translated sessions: the token is the authorization.
-		CheckOrigin: func(*http.Request) bool { return true },
-		Error: func(w http.ResponseWriter, _ *http.Request, code int, reason error) {
-			sess.err = fmt.Errorf("WebSocket upgrade: %w", reason)
-			http.Error(w, "crishim: "+sess.err.Error(), code)
-		},
-	}
-	conn, err := upgrader.Upgrade(&hijackRecorder{ResponseWriter: w, sess: sess}, r, nil)
+	conn, err := upgradeWebSocket(w, r, sess, tunnelPrefix+resp.Header.Get(httpstream.HeaderProtocolVersion))
 	if err != nil {
-		return // answered by upgrader.Error
+		return // answered by the upgrader
 	}
 	// Messages are read as they come (TunnelingConnection reads each a
 	// piece at a time); the limit only refuses what no client sends.

@@ -116,19 +116,9 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, sess *session
 		http.Error(w, "crishim: "+sess.err.Error(), http.StatusBadRequest)
 		return
 	}
-	up := websocket.Upgrader{
-		Subprotocols: wsProtocols,
-		// The token is the authorization, as at the runtimes, whose
-		// WebSocket servers check no origin either.
-		CheckOrigin: func(*http.Request) bool { return true },
-		Error: func(w http.ResponseWriter, _ *http.Request, code int, reason error) {
-			sess.err = fmt.Errorf("WebSocket upgrade: %w", reason)
-			http.Error(w, "crishim: "+sess.err.Error(), code)
-		},
-	}
-	conn, err := up.Upgrade(&hijackRecorder{ResponseWriter: w, sess: sess}, r, nil)
+	conn, err := upgradeWebSocket(w, r, sess, wsProtocols...)
 	if err != nil {
-		return // answered by up.Error
+		return // answered by the upgrader
 	}
 	defer conn.Close()
 	conn.SetReadLimit(wsReadLimit)
@@ -414,4 +404,21 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	case <-q.done:
 		return nil
 	}
+}
+
+// upgradeWebSocket upgrades a session's request to a WebSocket speaking one
+// of protocols; a failed upgrade is answered, and recorded as the session's
+// error.
+func upgradeWebSocket(w http.ResponseWriter, r *http.Request, sess *session, protocols ...string) (*websocket.Conn, error) {
+	up := websocket.Upgrader{
+		Subprotocols: protocols,
+		// The token is the authorization, as at the runtimes, whose
+		// WebSocket servers check no origin either.
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error: func(w http.ResponseWriter, _ *http.Request, code int, reason error) {
+			sess.err = fmt.Errorf("WebSocket upgrade: %w", reason)
+			http.Error(w, "crishim: "+sess.err.Error(), code)
+		},
+	}
+	return up.Upgrade(&hijackRecorder{ResponseWriter: w, sess: sess}, r, nil)
 }
