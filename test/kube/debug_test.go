@@ -49,21 +49,7 @@ func TestKubectlDebugTarget(t *testing.T) {
 		apply(t, podManifest(pod, "", "", "app", "exec sleep 3600"))
 		waitReady(t, pod)
 		kubectl(t, "debug", pod, "--image="+busybox, "--image-pull-policy=IfNotPresent", "--target=app", "--container=denied", "--", "ps")
-		eventually(t, 2*time.Minute, func() error {
-			for _, s := range getPod(t, pod).Status.EphemeralContainerStatuses {
-				if s.Name != "denied" {
-					continue
-				}
-				if w := s.State.Waiting; w != nil && strings.Contains(w.Message, "--debug-image-allowlist") && strings.Contains(w.Message, "busybox") {
-					return nil
-				}
-				if s.State.Running != nil || s.State.Terminated != nil {
-					return fmt.Errorf("a debug container with a refused image started: %+v", s.State)
-				}
-				return fmt.Errorf("ephemeral container denied: %+v", s.State)
-			}
-			return fmt.Errorf("no status for ephemeral container denied yet")
-		})
+		waitEphemeralRefused(t, pod, "denied", "--debug-image-allowlist", "busybox")
 	})
 
 	t.Run("not running target", func(t *testing.T) {
@@ -182,22 +168,7 @@ func TestKubectlDebugWithoutTarget(t *testing.T) {
 			t.Errorf("regular container lookups grew by %v, want at least 1 (the app container)", d)
 		}
 		kubectl(t, "debug", pod, "--image="+busybox, "--image-pull-policy=IfNotPresent", "--container=denied", "--", "ps")
-		eventually(t, 2*time.Minute, func() error {
-			for _, s := range getPod(t, pod).Status.EphemeralContainerStatuses {
-				if s.Name != "denied" {
-					continue
-				}
-				if w := s.State.Waiting; w != nil && strings.Contains(w.Message, "--debug-image-allowlist") &&
-					strings.Contains(w.Message, "not allowed for debug containers") && strings.Contains(w.Message, "busybox") {
-					return nil
-				}
-				if s.State.Running != nil || s.State.Terminated != nil {
-					return fmt.Errorf("an ephemeral container with a refused image started: %+v", s.State)
-				}
-				return fmt.Errorf("ephemeral container denied: %+v", s.State)
-			}
-			return fmt.Errorf("no status for ephemeral container denied yet")
-		})
+		waitEphemeralRefused(t, pod, "denied", "--debug-image-allowlist", "not allowed for debug containers", "busybox")
 	})
 
 	t.Run("image on the allowlist", func(t *testing.T) {
@@ -216,4 +187,36 @@ func TestKubectlDebugWithoutTarget(t *testing.T) {
 			t.Errorf("ephemeral lookups grew by %v and allowed images by %v, want 1 and 1: the debug container was not judged", e, a)
 		}
 	})
+}
+
+// waitEphemeralRefused waits until the pod's ephemeral container name is
+// Waiting with a message that holds every one of want: the kubelet's report
+// of crishim's refusal. One that runs or ends is reported until the wait
+// gives up.
+func waitEphemeralRefused(t *testing.T, pod, name string, want ...string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() error {
+		for _, s := range getPod(t, pod).Status.EphemeralContainerStatuses {
+			if s.Name != name {
+				continue
+			}
+			if w := s.State.Waiting; w != nil && containsEvery(w.Message, want) {
+				return nil
+			}
+			if s.State.Running != nil || s.State.Terminated != nil {
+				return fmt.Errorf("ephemeral container %s with a refused image started: %+v", name, s.State)
+			}
+			return fmt.Errorf("ephemeral container %s: %+v", name, s.State)
+		}
+		return fmt.Errorf("no status for ephemeral container %s yet", name)
+	})
+}
+
+func containsEvery(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
