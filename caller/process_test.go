@@ -146,22 +146,7 @@ func show(p *Process) string {
 
 // TestFromConnNamesThisProcess reads a real socket's peer: this test.
 func TestFromConnNamesThisProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := acceptedUnixConn(t)
 	p, err := FromConn(s)
 	if err != nil {
 		t.Fatal(err)
@@ -192,26 +177,33 @@ func TestFromContext(t *testing.T) {
 // BenchmarkFromConn is what identifying a connection's caller costs, once
 // per connection.
 func BenchmarkFromConn(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "s")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	s, err := l.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := acceptedUnixConn(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := FromConn(s); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// acceptedUnixConn is the server side of a unix socket connection this
+// process made to itself, closed with the test.
+func acceptedUnixConn(tb testing.TB) net.Conn {
+	tb.Helper()
+	l, err := net.Listen("unix", filepath.Join(tb.TempDir(), "s"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	s, err := l.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
 }
