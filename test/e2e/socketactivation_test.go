@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/crishim/crishim/test/crishimproc"
+)
+
+// holdSocket listens at path as systemd's crishim.socket does and returns the
+// socket as the file systemd passes; the test holds it for the life of the test.
+func holdSocket(t *testing.T, path string) *os.File {
+	t.Helper()
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.SetUnlinkOnClose(false)
+	f, err := ul.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.Close()
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// startActivated starts crishim on the socket held, as systemd starts
+// crishim.service behind crishim.socket; n names its log.
+func startActivated(t *testing.T, dir, path string, held *os.File, n int) *crishimproc.Process {
+	t.Helper()
+	p, err := crishimproc.Start(crishimproc.Options{
+		Binary:          filepath.Join(binDir, "crishim"),
+		Socket:          path,
+		RuntimeEndpoint: testbed.Endpoint,
+		LogPath:         filepath.Join(dir, fmt.Sprintf("crishim-%d.log", n)),
+		Args:            []string{"--containerd-address", testbed.ContainerdAddress},
+		Listener:        held,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSocketActivatedRestartRefusesNoCall: crishim serves the socket systemd
+// passes (fd 3, $LISTEN_FDS, $LISTEN_PID), and a restart (SIGTERM, exit,
+// a new crishim on the same socket) 20 times over, while several of the
+// kubelet's CRI clients call Version, Status and ListContainers in a loop,
+// fails no call: the old crishim stops accepting, sends GOAWAY and finishes
+// what is in flight, the socket never stops listening nor leaves its path,
+// and the calls made meanwhile wait in its backlog for the new crishim.
+// Without socket activation (crishim removes its socket on stop and makes a
+// new one at start) the same restarts refuse calls.
+func TestSocketActivatedRestartRefusesNoCall(t *testing.T) {
+	const restarts, callers = 20, 6
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	held := holdSocket(t, path)
+	p := startActivated(t, dir, path, held, 0)
+	defer func() {
+		if p != nil {
+			_ = p.Stop()
+			if t.Failed() {
+				t.Logf("crishim log:\n%s", p.Log())
+			}
+		}
+	}()
+	if !strings.Contains(p.Log(), "serving the socket systemd passed") {
+		t.Fatalf("crishim did not say it serves the passed socket:\n%s", p.Log())
+	}
+
+	type call struct {
+		name string
+		do   func(ctx context.Context) error
+	}
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+		total    int
+		longest  time.Duration
+		progress = make(chan struct{}, 1)
+	)
+	for g := range callers {
+		// A client of its own each, as separate kubelet-like callers.
+		rs, _ := criClients(t, "unix://"+path)
+		calls := []call{
+			{"Version", func(ctx context.Context) error { _, err := rs.Version(ctx, "v1"); return err }},
+			{"Status", func(ctx context.Context) error { _, err := rs.Status(ctx, false); return err }},
+			{"ListContainers", func(ctx context.Context) error { _, err := rs.ListContainers(ctx, nil); return err }},
+		}
+		wg.Go(func() {
+			for i := g; !stop.Load(); i++ {
+				c := calls[i%len(calls)]
+				begin := time.Now()
+				err := c.do(context.Background())
+				d := time.Since(begin)
+				mu.Lock()
+				total++
+				longest = max(longest, d)
+				if err != nil && len(failures) < 20 {
+					failures = append(failures, fmt.Sprintf("%s after %s: %v", c.name, d, err))
+				}
+				mu.Unlock()
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+
+	for i := 1; i <= restarts; i++ {
+		if err := p.Stop(); err != nil {
+			t.Fatalf("restart %d: crishim's exit after SIGTERM: %v\n%s", i, err, p.Log())
+		}
+		if _, err := os.Lstat(path); err != nil {
+			t.Fatalf("restart %d: the stopped crishim removed the socket systemd holds: %v\n%s", i, err, p.Log())
+		}
+		p = startActivated(t, dir, path, held, i)
+		// A call ends after the new crishim started: it serves.
+		select {
+		case <-progress:
+		default:
+		}
+		select {
+		case <-progress:
+		case <-time.After(time.Minute):
+			t.Fatalf("restart %d: no call completed within a minute of the new crishim's start\n%s", i, p.Log())
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d restarts, %d calls by %d clients, longest call %s", restarts, total, callers, longest)
+	if len(failures) > 0 {
+		t.Errorf("%d+ failed calls across the restarts:\n%s", len(failures), strings.Join(failures, "\n"))
+	}
+}
+
+// TestSocketActivationWrongSocket: a passed socket that is not at --listen's
+// path is refused at start with both paths named (the kubelet's endpoint
+// names one path), and crishim run by hand on the path of a socket systemd
+// holds is refused too, instead of taking the path away from it.
+func TestSocketActivationWrongSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	held := holdSocket(t, path)
+	other := filepath.Join(dir, "other.sock")
+	_, err := crishimproc.Start(crishimproc.Options{
+		Binary:          filepath.Join(binDir, "crishim"),
+		Socket:          other,
+		RuntimeEndpoint: testbed.Endpoint,
+		LogPath:         filepath.Join(dir, "wrong.log"),
+		Listener:        held,
+	})
+	if want := "systemd passed the socket " + path + " but --listen is " + other; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("crishim on a passed socket at another path: %v, want an error saying %q", err, want)
+	}
+	byHand := exec.Command(filepath.Join(binDir, "crishim"), "--config", "", "--listen", path,
+		"--runtime-endpoint", testbed.Endpoint, "--metrics-address", "")
+	out, err := byHand.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the socket answers") {
+		t.Errorf("crishim by hand on systemd's socket: %v\n%s", err, out)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("systemd's socket gone: %v", err)
+	}
+}
