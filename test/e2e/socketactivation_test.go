@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/test/crishimproc"
 )
 
@@ -36,14 +42,14 @@ func holdSocket(t *testing.T, path string) *os.File {
 
 // startActivated starts crishim on the socket held, as systemd starts
 // crishim.service behind crishim.socket; n names its log.
-func startActivated(t *testing.T, dir, path string, held *os.File, n int) *crishimproc.Process {
+func startActivated(t *testing.T, dir, path string, held *os.File, n int, extra ...string) *crishimproc.Process {
 	t.Helper()
 	p, err := crishimproc.Start(crishimproc.Options{
 		Binary:          filepath.Join(binDir, "crishim"),
 		Socket:          path,
 		RuntimeEndpoint: testbed.Endpoint,
 		LogPath:         filepath.Join(dir, fmt.Sprintf("crishim-%d.log", n)),
-		Args:            []string{"--containerd-address", testbed.ContainerdAddress},
+		Args:            append([]string{"--containerd-address", testbed.ContainerdAddress}, extra...),
 		Listener:        held,
 	})
 	if err != nil {
@@ -178,4 +184,90 @@ func TestSocketActivationWrongSocket(t *testing.T) {
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Errorf("systemd's socket gone: %v", err)
 	}
+}
+
+// TestRestartEndsLiveExec: an exec session open when crishim restarts goes on
+// until the shutdown timeout, then is cut: the client's stream ends with an
+// error, the audit log has the session's ended event, and the next crishim
+// serves the same socket. What the client says is printed (docs/install.md).
+func TestRestartEndsLiveExec(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	auditPath := filepath.Join(dir, "audit.log")
+	held := holdSocket(t, path)
+	p := startActivated(t, dir, path, held, 0, "--audit-log", auditPath, "--shutdown-timeout", "2s")
+	rs, _ := criClients(t, "unix://"+path)
+	_, _, ctrID := podWithContainer(t, rs, "restart-exec", sleeperScript)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, stdinW := io.Pipe()
+	defer stdinW.Close()
+	var stdout syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
+	}()
+	if _, err := stdinW.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the exec's echo", func() error {
+		if !strings.Contains(stdout.String(), "before") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+
+	begin := time.Now()
+	if err := p.Stop(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Log())
+	}
+	t.Logf("crishim stopped %s after SIGTERM with an exec open", time.Since(begin).Round(time.Millisecond))
+	select {
+	case err := <-done:
+		t.Logf("the exec client's error at the restart: %v", err)
+		if err == nil {
+			t.Error("the cut exec ended without an error: its client cannot tell it from the command's end")
+		}
+	case <-ctx.Done():
+		t.Fatal("the exec went on after crishim exited")
+	}
+	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded
+	})
+	if ended.DurationSeconds == nil || ended.BytesToClient == nil {
+		t.Errorf("the cut exec's ended event lacks its duration or bytes: %+v", ended)
+	}
+	t.Logf("audit ended event of the cut exec: error %q", ended.Error)
+	if !strings.Contains(p.Log(), "cutting streams still open at the shutdown timeout") {
+		t.Errorf("crishim did not log the cut:\n%s", p.Log())
+	}
+
+	p = startActivated(t, dir, path, held, 1)
+	defer p.Stop()
+	if _, err := rs.Version(ctx, "v1"); err != nil {
+		t.Errorf("Version through the next crishim: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer written by the exec's copy and read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
