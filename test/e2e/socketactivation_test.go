@@ -93,7 +93,8 @@ func TestSocketActivatedRestartRefusesNoCall(t *testing.T) {
 		stop     atomic.Bool
 		wg       sync.WaitGroup
 		mu       sync.Mutex
-		failures []string
+		failures []string // the first 20
+		failed   int
 		total    int
 		longest  time.Duration
 		progress = make(chan struct{}, 1)
@@ -115,8 +116,11 @@ func TestSocketActivatedRestartRefusesNoCall(t *testing.T) {
 				mu.Lock()
 				total++
 				longest = max(longest, d)
-				if err != nil && len(failures) < 20 {
-					failures = append(failures, fmt.Sprintf("%s after %s: %v", c.name, d, err))
+				if err != nil {
+					failed++
+					if len(failures) < 20 {
+						failures = append(failures, fmt.Sprintf("%s after %s: %v", c.name, d, err))
+					}
 				}
 				mu.Unlock()
 				select {
@@ -151,8 +155,8 @@ func TestSocketActivatedRestartRefusesNoCall(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%d restarts, %d calls by %d clients, longest call %s", restarts, total, callers, longest)
-	if len(failures) > 0 {
-		t.Errorf("%d+ failed calls across the restarts:\n%s", len(failures), strings.Join(failures, "\n"))
+	if failed > 0 {
+		t.Errorf("%d of %d calls failed across the restarts; the first:\n%s", failed, total, strings.Join(failures, "\n"))
 	}
 }
 
@@ -187,15 +191,23 @@ func TestSocketActivationWrongSocket(t *testing.T) {
 }
 
 // TestRestartEndsLiveExec: an exec session open when crishim restarts goes on
-// until the shutdown timeout, then is cut: the client's stream ends with an
-// error, the audit log has the session's ended event, and the next crishim
-// serves the same socket. What the client says is printed (docs/install.md).
+// until the shutdown timeout, then is cut: the client's streams end, the
+// audit log's ended event says crishim shut down, crishim's log counts the
+// cut, and the next crishim serves the same socket. What the client returns
+// is printed (docs/install.md says it).
 func TestRestartEndsLiveExec(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "crishim.sock")
 	auditPath := filepath.Join(dir, "audit.log")
 	held := holdSocket(t, path)
 	p := startActivated(t, dir, path, held, 0, "--audit-log", auditPath, "--shutdown-timeout", "2s")
+	// After the pod's cleanup (registered later, run first), which needs a crishim.
+	t.Cleanup(func() {
+		_ = p.Stop()
+		if t.Failed() {
+			t.Logf("crishim log:\n%s", p.Log())
+		}
+	})
 	rs, _ := criClients(t, "unix://"+path)
 	_, _, ctrID := podWithContainer(t, rs, "restart-exec", sleeperScript)
 
@@ -229,18 +241,18 @@ func TestRestartEndsLiveExec(t *testing.T) {
 	t.Logf("crishim stopped %s after SIGTERM with an exec open", time.Since(begin).Round(time.Millisecond))
 	select {
 	case err := <-done:
-		t.Logf("the exec client's error at the restart: %v", err)
-		if err == nil {
-			t.Error("the cut exec ended without an error: its client cannot tell it from the command's end")
-		}
+		// SPDY's exec protocol has no way to say "cut" but a status on the
+		// error stream, which the runtime writes and a cut never reaches:
+		// the client sees the streams end as a command's end.
+		t.Logf("the exec client's result at the restart: %v", err)
 	case <-ctx.Done():
 		t.Fatal("the exec went on after crishim exited")
 	}
 	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
 		return ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded
 	})
-	if ended.DurationSeconds == nil || ended.BytesToClient == nil {
-		t.Errorf("the cut exec's ended event lacks its duration or bytes: %+v", ended)
+	if ended.DurationSeconds == nil || ended.BytesToClient == nil || !strings.Contains(ended.Error, "crishim shut down") {
+		t.Errorf("the cut exec's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ended)
 	}
 	t.Logf("audit ended event of the cut exec: error %q", ended.Error)
 	if !strings.Contains(p.Log(), "cutting streams still open at the shutdown timeout") {
@@ -248,7 +260,6 @@ func TestRestartEndsLiveExec(t *testing.T) {
 	}
 
 	p = startActivated(t, dir, path, held, 1)
-	defer p.Stop()
 	if _, err := rs.Version(ctx, "v1"); err != nil {
 		t.Errorf("Version through the next crishim: %v", err)
 	}
