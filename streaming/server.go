@@ -314,6 +314,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Lock()
 		n := len(s.live)
 		for sess := range s.live {
+			sess.shutdownCut.Store(true)
 			sess.cut()
 		}
 		s.mu.Unlock()

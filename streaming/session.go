@@ -120,6 +120,8 @@ func (s *Server) handler(kind Kind) http.Handler {
 var (
 	errNotUpgrade   = errors.New("not an upgrade request")
 	errShuttingDown = errors.New("crishim is shutting down")
+	// errCutAtShutdown ends a session still open at the shutdown timeout.
+	errCutAtShutdown = errors.New("cut: crishim shut down (a restart or a stop) with the session open, at --shutdown-timeout")
 )
 
 // auditStart is the session's started event: who it reaches, what it runs.
@@ -144,6 +146,8 @@ func (sess *session) auditEnd(ev *audit.Event) {
 	ev.BytesToClient = audit.Ptr(sess.toClient.Load())
 	if sess.err != nil {
 		ev.Error = sess.err.Error()
+	} else if sess.shutdownCut.Load() {
+		ev.Error = errCutAtShutdown.Error()
 	}
 	if code, ok := sess.exitCode(); ok {
 		ev.ExitCode = audit.Ptr(code)
@@ -267,6 +271,9 @@ type session struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	isCut bool
+	// shutdownCut: crishim's shutdown ended the session at its timeout,
+	// not the command or the client; the ended event says so.
+	shutdownCut atomic.Bool
 	// copies counts countingConn's ReadFrom and WriteTo running. Not a
 	// WaitGroup: a copy may start while the handler already waits, which
 	// a WaitGroup forbids (it panics).

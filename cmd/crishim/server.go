@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc"
 
 	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/cmd/crishim/internal/sdlisten"
 	"github.com/crishim/crishim/cmd/crishim/internal/sdnotify"
 	"github.com/crishim/crishim/metrics"
 	"github.com/crishim/crishim/proxy"
@@ -48,11 +51,45 @@ func listenCRI(cfg *config, backend *proxy.Backend, sh *shim.Shim, auditLog *aud
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := proxy.Listen(cfg.listen)
+	ln, err := listenSocket(cfg.listen, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	return srv, ln, nil
+}
+
+// listenSocket serves the socket systemd passes (crishim.socket, socket
+// activation), which must be the one at --listen's path, or else makes
+// its own there. systemd's stays when crishim stops, so a restart refuses
+// no call: connections wait in its backlog for the next crishim.
+func listenSocket(path string, log *slog.Logger) (*proxy.Listener, error) {
+	socks, err := sdlisten.Sockets()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	defer func() {
+		for _, s := range socks {
+			s.File.Close() // the listener holds a duplicate
+		}
+	}()
+	switch len(socks) {
+	case 0:
+		return proxy.Listen(path)
+	case 1:
+		ln, err := proxy.ListenFile(socks[0].File, path)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("serving the socket systemd passed", "listen", path, "name", socks[0].Name)
+		return ln, nil
+	default:
+		names := make([]string, len(socks))
+		for i, s := range socks {
+			names[i] = s.Name
+		}
+		return nil, fmt.Errorf("socket activation: systemd passed %d sockets (%s), crishim serves one: give crishim.socket a single ListenStream=",
+			len(socks), strings.Join(names, ", "))
+	}
 }
 
 // serve starts serving on every listener; each server that stops by
@@ -71,7 +108,7 @@ func (s *servers) serve() <-chan error {
 func announceServing(cfg *config, s *servers, log *slog.Logger) {
 	log.Info("crishim serving", "version", version, "listen", s.socket.Path(), "relay", cfg.relay,
 		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(s.metrics), "streaming", streamingURL(s.streams))
-	// The socket accepts connections since Listen: a Type=notify unit
+	// The socket accepts calls since Serve: a Type=notify unit
 	// starts what is ordered after it (the kubelet) only now.
 	if err := sdnotify.Notify(sdnotify.Ready); err != nil {
 		log.Warn("could not tell systemd crishim is ready", "err", err)

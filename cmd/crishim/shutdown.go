@@ -28,8 +28,10 @@ func waitForStop(ctx context.Context, errc <-chan error, timeout time.Duration, 
 
 // shutdown stops what serves, within timeout, in this order: the
 // Notification controller; the CRI and streaming servers drain side by side
-// (stop accepting, let in-flight calls and streams finish); the metrics
-// server; the socket is removed; last, the spans are exported.
+// (stop accepting, tell clients to go away, let in-flight calls and streams
+// finish); the metrics server; the socket is removed, unless systemd passed
+// it (it keeps listening, and queues the calls for the next crishim); last,
+// the spans are exported.
 func shutdown(timeout time.Duration, s *servers, tr *tracing.Tracing, log *slog.Logger) {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -37,6 +37,10 @@ type Options struct {
 	RuntimeEndpoint string   // --runtime-endpoint
 	LogPath         string   // file that receives crishim's log (JSON)
 	Args            []string // more flags
+	// Listener, when set, is a listening socket at Socket handed to crishim
+	// as systemd hands crishim.socket's (socket activation): fd 3,
+	// $LISTEN_FDS=1, $LISTEN_PID crishim's own PID. It stays the caller's.
+	Listener *os.File
 	// Detach runs crishim in its own session so it outlives this process
 	// (make demo KEEP=1); otherwise it dies with this process.
 	Detach bool
@@ -75,6 +79,13 @@ func Start(opts Options) (*Process, error) {
 		"--config", "",
 	}, opts.Args...)
 	cmd := exec.Command(opts.Binary, args...)
+	if opts.Listener != nil {
+		// $LISTEN_PID must be crishim's PID, unknown before the fork: a
+		// shell sets it to its own and execs crishim, which keeps it.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `export LISTEN_PID=$$; exec "$0" "$@"`, opts.Binary}, args...)...)
+		cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "LISTEN_FDNAMES=crishim.socket")
+		cmd.ExtraFiles = []*os.File{opts.Listener}
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if opts.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -135,10 +135,14 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{"/usr/lib/systemd/system/crishim.service": string(unit)}
+	socket, err := os.ReadFile(filepath.Join(pkg, "systemd", "crishim.socket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"/usr/lib/systemd/system/crishim.service": string(unit), "/usr/lib/systemd/system/crishim.socket": string(socket)}
 	// What verify looks for beyond the units under test: the default dependencies' targets
 	// and the commands, as stand-ins.
-	for _, target := range []string{"sysinit", "basic", "shutdown", "multi-user", "network", "network-online"} {
+	for _, target := range []string{"sysinit", "basic", "shutdown", "multi-user", "network", "network-online", "sockets"} {
 		files["/usr/lib/systemd/system/"+target+".target"] = "[Unit]\nDescription=" + target + "\n"
 	}
 	for p, content := range files {
@@ -154,7 +158,7 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := exec.Command(analyze, "verify", "--root="+root, "--man=no", "kubelet.service", "crishim.service").CombinedOutput()
+	out, err := exec.Command(analyze, "verify", "--root="+root, "--man=no", "kubelet.service", "crishim.service", "crishim.socket").CombinedOutput()
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}

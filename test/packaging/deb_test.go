@@ -100,12 +100,18 @@ var realRootPaths = []string{
 	"/usr/bin/crishim",
 	"/etc/crishim",
 	"/lib/systemd/system/crishim.service",
+	"/lib/systemd/system/crishim.socket",
 	"/etc/systemd/system/multi-user.target.wants/crishim.service",
+	"/etc/systemd/system/sockets.target.wants/crishim.socket",
 	"/var/lib/systemd/deb-systemd-helper-enabled/crishim.service.dsh-also",
 }
 
-// enableLink is what postinst's deb-systemd-helper enable creates (and purge removes).
-const enableLink = "etc/systemd/system/multi-user.target.wants/crishim.service"
+// enableLink is what postinst's deb-systemd-helper enable creates (and purge removes);
+// socketLink, what crishim.service's Also= makes it create for crishim.socket.
+const (
+	enableLink = "etc/systemd/system/multi-user.target.wants/crishim.service"
+	socketLink = "etc/systemd/system/sockets.target.wants/crishim.socket"
+)
 
 func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgradeVersion string) {
 	before := exist(realRootPaths)
@@ -146,7 +152,7 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 		}
 	}
 	for _, p := range []string{
-		"usr/bin/crishim", "usr/bin/crishimctl", "lib/systemd/system/crishim.service",
+		"usr/bin/crishim", "usr/bin/crishimctl", "lib/systemd/system/crishim.service", "lib/systemd/system/crishim.socket",
 		"etc/crishim/config.toml",
 		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
 		"usr/share/crishim/prometheus/crishim-alerts_test.yaml",
@@ -167,6 +173,20 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	// systemd runs every ExecReload= line: two would send two SIGHUPs per reload.
 	if n := len(regexp.MustCompile(`(?m)^ExecReload=`).FindAll(unit, -1)); n != 1 {
 		t.Errorf("crishim.service has %d ExecReload= lines, want 1:\n%s", n, unit)
+	}
+	// Socket activation: crishim.service needs crishim.socket, which holds the path
+	// crishim serves by default (crishim refuses a passed socket elsewhere).
+	socket, err := os.ReadFile(filepath.Join(r, "lib/systemd/system/crishim.socket"))
+	if err != nil || !regexp.MustCompile(`(?m)^ListenStream=/run/crishim/crishim\.sock$`).Match(socket) ||
+		!regexp.MustCompile(`(?m)^SocketMode=0660$`).Match(socket) || regexp.MustCompile(`(?m)^PartOf=`).Match(socket) {
+		t.Errorf("crishim.socket does not listen at /run/crishim/crishim.sock with mode 0660, or restarts with crishim (PartOf=) (%v):\n%s", err, socket)
+	}
+	if !regexp.MustCompile(`(?m)^Requires=crishim\.socket$`).Match(unit) || !regexp.MustCompile(`(?m)^Also=crishim\.socket$`).Match(unit) ||
+		!regexp.MustCompile(`(?m)^RuntimeDirectoryPreserve=yes$`).Match(unit) {
+		t.Errorf("crishim.service lacks Requires=crishim.socket, Also=crishim.socket or RuntimeDirectoryPreserve=yes (which keeps the socket's directory at a restart):\n%s", unit)
+	}
+	if got := run(ctx, t, "", filepath.Join(r, "usr/bin/crishim"), "--config", "", "config", "dump"); !strings.Contains(got, `listen = "/run/crishim/crishim.sock"`) {
+		t.Errorf("crishim's default listen is not crishim.socket's path:\n%s", got)
 	}
 	// The alerting rules' tests run where the package put them, beside the rules.
 	if err := harness.EnsurePrometheus(ctx); err != nil {
@@ -202,8 +222,10 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 		t.Errorf("crishimctl version --client: %q, want %s in it", got, version)
 	}
 	if systemdHelper {
-		if !isPresent(filepath.Join(r, enableLink)) {
-			t.Errorf("postinst did not enable crishim.service (/%s missing)", enableLink)
+		for _, link := range []string{enableLink, socketLink} {
+			if !isPresent(filepath.Join(r, link)) {
+				t.Errorf("postinst did not enable crishim.service and crishim.socket (/%s missing)", link)
+			}
 		}
 	} else {
 		t.Log("deb-systemd-helper missing (init-system-helpers): enabling not checked")
@@ -253,7 +275,7 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	if got := status(); got != "" {
 		t.Errorf("after purge: status %q, want the package unknown", got)
 	}
-	for _, p := range []string{"etc/crishim", enableLink, "var/lib/systemd/deb-systemd-helper-enabled/crishim.service.dsh-also", "var/lib/systemd/deb-systemd-helper-enabled/" + enableLink[len("etc/systemd/system/"):]} {
+	for _, p := range []string{"etc/crishim", enableLink, socketLink, "var/lib/systemd/deb-systemd-helper-enabled/crishim.service.dsh-also", "var/lib/systemd/deb-systemd-helper-enabled/" + enableLink[len("etc/systemd/system/"):]} {
 		if isPresent(filepath.Join(r, p)) {
 			t.Errorf("after purge: /%s still there", p)
 		}

@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/remotecommand"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/audit"
+	"github.com/crishim/crishim/test/crishimproc"
+)
+
+// holdSocket listens at path as systemd's crishim.socket does and returns the
+// socket as the file systemd passes; the test holds it for the life of the test.
+func holdSocket(t *testing.T, path string) *os.File {
+	t.Helper()
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.SetUnlinkOnClose(false)
+	f, err := ul.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul.Close()
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// startActivated starts crishim on the socket held, as systemd starts
+// crishim.service behind crishim.socket; n names its log.
+func startActivated(t *testing.T, dir, path string, held *os.File, n int, extra ...string) *crishimproc.Process {
+	t.Helper()
+	p, err := crishimproc.Start(crishimproc.Options{
+		Binary:          filepath.Join(binDir, "crishim"),
+		Socket:          path,
+		RuntimeEndpoint: testbed.Endpoint,
+		LogPath:         filepath.Join(dir, fmt.Sprintf("crishim-%d.log", n)),
+		Args:            append([]string{"--containerd-address", testbed.ContainerdAddress}, extra...),
+		Listener:        held,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSocketActivatedRestartRefusesNoCall: crishim serves the socket systemd
+// passes (fd 3, $LISTEN_FDS, $LISTEN_PID), and a restart (SIGTERM, exit,
+// a new crishim on the same socket) 20 times over, while several of the
+// kubelet's CRI clients call Version, Status and ListContainers in a loop,
+// fails no call: the old crishim stops accepting, sends GOAWAY and finishes
+// what is in flight, the socket never stops listening nor leaves its path,
+// and the calls made meanwhile wait in its backlog for the new crishim.
+// Without socket activation (crishim removes its socket on stop and makes a
+// new one at start) the same restarts refuse calls.
+func TestSocketActivatedRestartRefusesNoCall(t *testing.T) {
+	const restarts, callers = 20, 6
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	held := holdSocket(t, path)
+	p := startActivated(t, dir, path, held, 0)
+	defer func() {
+		if p != nil {
+			_ = p.Stop()
+			if t.Failed() {
+				t.Logf("crishim log:\n%s", p.Log())
+			}
+		}
+	}()
+	if !strings.Contains(p.Log(), "serving the socket systemd passed") {
+		t.Fatalf("crishim did not say it serves the passed socket:\n%s", p.Log())
+	}
+
+	type call struct {
+		name string
+		do   func(ctx context.Context) error
+	}
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string // the first 20
+		failed   int
+		total    int
+		longest  time.Duration
+		progress = make(chan struct{}, 1)
+	)
+	for g := range callers {
+		// A client of its own each, as separate kubelet-like callers.
+		rs, _ := criClients(t, "unix://"+path)
+		calls := []call{
+			{"Version", func(ctx context.Context) error { _, err := rs.Version(ctx, "v1"); return err }},
+			{"Status", func(ctx context.Context) error { _, err := rs.Status(ctx, false); return err }},
+			{"ListContainers", func(ctx context.Context) error { _, err := rs.ListContainers(ctx, nil); return err }},
+		}
+		wg.Go(func() {
+			for i := g; !stop.Load(); i++ {
+				c := calls[i%len(calls)]
+				begin := time.Now()
+				err := c.do(context.Background())
+				d := time.Since(begin)
+				mu.Lock()
+				total++
+				longest = max(longest, d)
+				if err != nil {
+					failed++
+					if len(failures) < 20 {
+						failures = append(failures, fmt.Sprintf("%s after %s: %v", c.name, d, err))
+					}
+				}
+				mu.Unlock()
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+
+	for i := 1; i <= restarts; i++ {
+		if err := p.Stop(); err != nil {
+			t.Fatalf("restart %d: crishim's exit after SIGTERM: %v\n%s", i, err, p.Log())
+		}
+		if _, err := os.Lstat(path); err != nil {
+			t.Fatalf("restart %d: the stopped crishim removed the socket systemd holds: %v\n%s", i, err, p.Log())
+		}
+		p = startActivated(t, dir, path, held, i)
+		// A call ends after the new crishim started: it serves.
+		select {
+		case <-progress:
+		default:
+		}
+		select {
+		case <-progress:
+		case <-time.After(time.Minute):
+			t.Fatalf("restart %d: no call completed within a minute of the new crishim's start\n%s", i, p.Log())
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d restarts, %d calls by %d clients, longest call %s", restarts, total, callers, longest)
+	if failed > 0 {
+		t.Errorf("%d of %d calls failed across the restarts; the first:\n%s", failed, total, strings.Join(failures, "\n"))
+	}
+}
+
+// TestSocketActivationWrongSocket: a passed socket that is not at --listen's
+// path is refused at start with both paths named (the kubelet's endpoint
+// names one path), and crishim run by hand on the path of a socket systemd
+// holds is refused too, instead of taking the path away from it.
+func TestSocketActivationWrongSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	held := holdSocket(t, path)
+	other := filepath.Join(dir, "other.sock")
+	_, err := crishimproc.Start(crishimproc.Options{
+		Binary:          filepath.Join(binDir, "crishim"),
+		Socket:          other,
+		RuntimeEndpoint: testbed.Endpoint,
+		LogPath:         filepath.Join(dir, "wrong.log"),
+		Listener:        held,
+	})
+	if want := "systemd passed the socket " + path + " but --listen is " + other; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("crishim on a passed socket at another path: %v, want an error saying %q", err, want)
+	}
+	byHand := exec.Command(filepath.Join(binDir, "crishim"), "--config", "", "--listen", path,
+		"--runtime-endpoint", testbed.Endpoint, "--metrics-address", "")
+	out, err := byHand.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the socket answers") {
+		t.Errorf("crishim by hand on systemd's socket: %v\n%s", err, out)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("systemd's socket gone: %v", err)
+	}
+}
+
+// TestRestartEndsLiveExec: an exec session open when crishim restarts goes on
+// until the shutdown timeout, then is cut: the client's streams end, the
+// audit log's ended event says crishim shut down, crishim's log counts the
+// cut, and the next crishim serves the same socket. What the client returns
+// is printed (docs/install.md says it).
+func TestRestartEndsLiveExec(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "crishim.sock")
+	auditPath := filepath.Join(dir, "audit.log")
+	held := holdSocket(t, path)
+	p := startActivated(t, dir, path, held, 0, "--audit-log", auditPath, "--shutdown-timeout", "2s")
+	// After the pod's cleanup (registered later, run first), which needs a crishim.
+	t.Cleanup(func() {
+		_ = p.Stop()
+		if t.Failed() {
+			t.Logf("crishim log:\n%s", p.Log())
+		}
+	})
+	rs, _ := criClients(t, "unix://"+path)
+	_, _, ctrID := podWithContainer(t, rs, "restart-exec", sleeperScript)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, stdinW := io.Pipe()
+	defer stdinW.Close()
+	var stdout syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
+	}()
+	if _, err := stdinW.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the exec's echo", func() error {
+		if !strings.Contains(stdout.String(), "before") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+
+	begin := time.Now()
+	if err := p.Stop(); err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Log())
+	}
+	t.Logf("crishim stopped %s after SIGTERM with an exec open", time.Since(begin).Round(time.Millisecond))
+	select {
+	case err := <-done:
+		// SPDY's exec protocol has no way to say "cut" but a status on the
+		// error stream, which the runtime writes and a cut never reaches:
+		// the client sees the streams end as a command's end.
+		t.Logf("the exec client's result at the restart: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the exec went on after crishim exited")
+	}
+	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded
+	})
+	if ended.DurationSeconds == nil || ended.BytesToClient == nil || !strings.Contains(ended.Error, "crishim shut down") {
+		t.Errorf("the cut exec's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ended)
+	}
+	t.Logf("audit ended event of the cut exec: error %q", ended.Error)
+	if !strings.Contains(p.Log(), "cutting streams still open at the shutdown timeout") {
+		t.Errorf("crishim did not log the cut:\n%s", p.Log())
+	}
+
+	p = startActivated(t, dir, path, held, 1)
+	if _, err := rs.Version(ctx, "v1"); err != nil {
+		t.Errorf("Version through the next crishim: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer written by the exec's copy and read by the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
