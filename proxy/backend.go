@@ -33,7 +33,7 @@ type BackendOptions struct {
 	ImageEndpoint   string // empty means the runtime endpoint
 	MaxMessageSize  int    // 0 means DefaultMaxMessageSize
 	// StatsHandler sees the calls made on the connections (tracing); nil
-	// adds nothing. The h2 relay's own connections never reach it.
+	// adds nothing. The relay's own connections never reach it.
 	StatsHandler stats.Handler
 	// ProbeInterval is how often Watch asks a quiet connection's runtime
 	// whether it answers (0: DefaultProbeInterval).
@@ -52,7 +52,7 @@ const DefaultProbeInterval = 5 * time.Second
 // start or restarts later is normal life, not a reason to exit.
 type Backend struct {
 	runtime, image *grpc.ClientConn
-	// The sockets, for the h2 relay's own connections.
+	// The sockets, for the relay's own connections.
 	runtimePath, imagePath string
 	probeEvery             time.Duration
 }

@@ -250,8 +250,8 @@ func (c *h2conn) blockDeadline(on bool) {
 // A CRI call's headers or trailers are a few hundred bytes; grpc-go's
 // default is 16 MiB, which it is lowering to 8 KiB
 // (GRPC_GO_EXPERIMENTAL_ENABLE_8KB_DEFAULT_HEADER_LIST_SIZE), and a peer
-// that sent megabytes made crishim hold them per connection. Both relays
-// refuse a larger list as grpc-go refuses one over its limit.
+// that sent megabytes made crishim hold them per connection. The relay and
+// crishim's gRPC server refuse a larger list as grpc-go refuses one over its limit.
 const maxHeaderListSize = 16 << 10
 
 // headerBlockTimeout bounds how long a header block may stay unfinished

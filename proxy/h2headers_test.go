@@ -17,7 +17,7 @@ import (
 func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	request := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"},
 		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}}
 	with := func(extra ...[2]string) [][2]string { return append(slices.Clone(request), extra...) }

@@ -52,7 +52,7 @@ type relay struct {
 // localBufSize is the in-memory connection's buffer per direction.
 const localBufSize = 1 << 20
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, creds *callerCreds) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, locals *localCallers) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -91,8 +91,11 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	r.paths = newPaths(&r.router, r.observe, opts.Audited, known)
 	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
 	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
-	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: creds.locals.dialLocal(r.local.DialContext)}
-	r.identify = creds.identify
+	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: locals.dialLocal(r.local.DialContext)}
+	r.identify = opts.identify
+	if r.identify == nil {
+		r.identify = identifyPeer
+	}
 	return r
 }
 

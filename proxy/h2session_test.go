@@ -24,7 +24,7 @@ import (
 func TestFramesForAnEndedCallAreIgnored(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	answered := func(id uint32) {
 		t.Helper()
@@ -192,7 +192,7 @@ func TestStaleRuntimeFrameMissesACallOnAnotherConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2})
+	p := startProxyWith(t, b, ServerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{}); err != nil {
@@ -227,7 +227,7 @@ func TestStaleRuntimeFrameMissesAnEndedStream(t *testing.T) {
 			close(strayed)
 		}
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
 	c.next(t, func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamEnded() })
@@ -263,7 +263,7 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
 	obs := &inFlight{}
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: obs})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: obs})
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -296,7 +296,7 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
@@ -335,7 +335,7 @@ func serveHeldCall(t *testing.T, sock string) (started, release chan struct{}) {
 func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 	sock := fakeSock(t)
 	started, release := serveHeldCall(t, sock)
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
 	<-started
@@ -382,7 +382,7 @@ func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
 func TestSecondGoAwayWithoutThePingAck(t *testing.T) {
 	sock := fakeSock(t)
 	started, release := serveHeldCall(t, sock)
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, goAwayTimeout: 50 * time.Millisecond})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{goAwayTimeout: 50 * time.Millisecond})
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
 	<-started

@@ -69,7 +69,7 @@ func (c *rawClient) expectGoAway(t *testing.T, code http2.ErrCode) *http2.GoAway
 func TestOversizedFrameIsAFrameSizeError(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	for name, typ := range map[string]http2.FrameType{"unknown": 0xfa, "DATA": http2.FrameData, "PING": http2.FramePing} {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, p.sock)
@@ -92,7 +92,7 @@ func TestOversizedFrameIsAFrameSizeError(t *testing.T) {
 func TestIdleAndHostileConnectionsPinNoBigBuffers(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	heap := func() uint64 {
 		var ms runtime.MemStats
 		runtime.GC()
@@ -138,7 +138,7 @@ func TestOversizedFrameFromTheRuntime(t *testing.T) {
 		_ = fr.WriteRawFrame(0xfa, 0, 0, make([]byte, h2DefaultMaxFrame+1))
 		answerOK(fr, enc, buf, id)
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
@@ -206,7 +206,7 @@ func TestShutdownWithClientsThatStopReading(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sock := fakeSock(t)
 			startFake(t, sock, &fakeRuntime{})
-			p := startProxy(t, RelayH2, sock)
+			p := startProxy(t, sock)
 			c := dialRaw(t, p.sock, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
 			stalled := make(chan struct{})
 			go func() {
@@ -244,7 +244,7 @@ func TestShutdownWithARuntimeThatStopsReading(t *testing.T) {
 			}
 		}
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	called := make(chan struct{})
@@ -286,7 +286,7 @@ func TestHostilePeersCostABoundedAmount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(b, ServerOptions{Relay: RelayH2})
+	srv, err := NewServer(b, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
