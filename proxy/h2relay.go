@@ -49,8 +49,16 @@ type relay struct {
 	serveWG   sync.WaitGroup // accept loops and the local gRPC server
 }
 
-// localBufSize is the in-memory connection's buffer per direction.
-const localBufSize = 1 << 20
+// localBufSize is the in-memory connection's buffer per direction, which
+// bufconn allocates whole when the connection is made: 64 KiB, the HTTP/2
+// initial window, is what the gRPC server lets a call send before its
+// first WINDOW_UPDATE, and more than the headers and message of an
+// intercepted CRI call. A fuller buffer only makes its writer wait for
+// the reader, which never stops reading (grpc-go's reader hands a frame
+// on and reads the next; the relay's reads each upstream connection all
+// the time). It was 1 MiB: 2 MiB held for as long as each client
+// connection that made one intercepted call stays open.
+const localBufSize = 64 << 10
 
 func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, locals *localCallers) *relay {
 	r := &relay{
