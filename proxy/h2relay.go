@@ -97,8 +97,15 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		known = append(known, MethodNames(*svc.Desc)...)
 	}
 	r.paths = newPaths(&r.router, r.observe, opts.Audited, known)
-	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
-	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
+	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath, b.backoff)
+	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath, b.backoff)
+	b.onSocketCreated(func(path string) {
+		for _, ep := range r.endpoints {
+			if ep.path == path {
+				ep.resetBackoff()
+			}
+		}
+	})
 	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: locals.dialLocal(r.local.DialContext)}
 	r.identify = opts.identify
 	if r.identify == nil {
