@@ -23,7 +23,11 @@
 // size limit), h2rewrite.go (answers under RewriteResponse), h2status.go
 // (calls crishim ends itself), h2floodguard.go (flood policing),
 // h2protoerr.go (protocol errors, counted and logged) and h2observe.go
-// (how relayed calls are counted).
+// (how relayed calls are counted). socketwatch.go watches the runtime's
+// socket, to reconnect at once when a restarted runtime creates it anew.
+// The relay's timer tests (GOAWAY, header block and handshake bounds) run
+// in a testing/synctest bubble over in-memory connections
+// (h2bubble_test.go).
 package proxy
 
 // # The relay's goroutines, and who owns what

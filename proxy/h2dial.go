@@ -23,7 +23,6 @@ func (s *session) upstream(rt route) *upstream {
 		size = localIOBufSize
 	}
 	up := &upstream{c: newDialingH2conn(size), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
-	up.c.hr.blockTimeout = s.r.blockTimeout
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

@@ -32,9 +32,7 @@ type relay struct {
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
 	protoWarn *warnLimit // protocol error warnings
-	// blockTimeout and goAwayTimeout are headerBlockTimeout and
-	// goAwayTimeout but in tests.
-	blockTimeout  time.Duration
+	// goAwayTimeout is goAwayTimeout but in tests.
 	goAwayTimeout time.Duration
 	identify      func(net.Conn) *caller.Process
 	local         *bufconn.Listener
@@ -76,7 +74,6 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		},
 	}
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
-	r.blockTimeout = cmp.Or(opts.headerBlockTimeout, headerBlockTimeout)
 	r.goAwayTimeout = cmp.Or(opts.goAwayTimeout, goAwayTimeout)
 	r.protoWarn = newWarnLimit(warnBurst, warnInterval, opts.warnClock)
 	for _, m := range opts.Intercept {

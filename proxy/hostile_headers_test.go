@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -197,42 +196,6 @@ func TestHeaderListsOverTheLimitAreRefused(t *testing.T) {
 		err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
 		if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "header list") {
 			t.Errorf("an answer with %d bytes of trailers: %v, want Internal, header list", len(big), err)
-		}
-	})
-}
-
-// TestUnfinishedHeaderBlockTimesOut: HEADERS without END_HEADERS and no
-// CONTINUATION after it holds the connection (RFC 9113 §6.10 lets nothing
-// else in) only for headerBlockTimeout; then GOAWAY, and the relay hangs up.
-func TestUnfinishedHeaderBlockTimesOut(t *testing.T) {
-	const timeout = 100 * time.Millisecond
-	t.Run("client", func(t *testing.T) {
-		sock := fakeSock(t)
-		startFake(t, sock, &fakeRuntime{})
-		p := startProxyWith(t, dialBackend(t, sock), ServerOptions{headerBlockTimeout: timeout})
-		c := dialRaw(t, p.sock)
-		block := bigBlock(nil)
-		_, _ = c.nc.Write(frameHeader(uint32(len(block)-9)-1, http2.FrameHeaders, http2.FlagHeadersEndStream, 1))
-		_, _ = c.nc.Write(block[9 : len(block)-1])
-		ga := c.expectGoAway(t, http2.ErrCodeProtocol)
-		if !strings.Contains(string(ga.DebugData()), "unfinished") {
-			t.Errorf("GOAWAY debug data %q", ga.DebugData())
-		}
-	})
-	t.Run("runtime", func(t *testing.T) {
-		sock := fakeSock(t)
-		rr := startRaw(t, sock, func(_ int, fr *http2.Framer, enc *hpack.Encoder, buf *bytes.Buffer, id uint32) {
-			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: encodeFields(enc, buf, ":status", "200")})
-		})
-		p := startProxyWith(t, dialBackend(t, sock), ServerOptions{headerBlockTimeout: timeout})
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
-		err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
-		if status.Code(err) != codes.Unavailable {
-			t.Errorf("a call the runtime never finishes the headers of: %v, want Unavailable", err)
-		}
-		if code := rr.firstGoAway(t); code != http2.ErrCodeProtocol {
-			t.Errorf("the runtime got GOAWAY %v, want PROTOCOL_ERROR", code)
 		}
 	})
 }

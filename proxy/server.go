@@ -42,9 +42,9 @@ type ServerOptions struct {
 	// the kubelet's calls never take that detour. Nil: none.
 	Audited func(fullMethod string) bool
 
-	// Tests shorten the relay's bounds on peers; 0 means the default.
-	headerBlockTimeout time.Duration // headerBlockTimeout
-	goAwayTimeout      time.Duration // goAwayTimeout
+	// Tests shorten the relay's GOAWAY bound; 0 means goAwayTimeout (the
+	// timer tests run in a bubble, with the bounds as shipped).
+	goAwayTimeout time.Duration
 	// identify replaces identifyPeer: tests play the kubelet.
 	identify func(net.Conn) *caller.Process
 	// Tests set the clock of the protocol error warnings' rate limit.
