@@ -178,7 +178,7 @@ type MethodObserver = interface {
 }
 
 // Method returns the series of one method as the kubelet calls it, for the
-// h2 relay (proxy.CallObserver), which keeps them per method.
+// relay (proxy.CallObserver), which keeps them per method.
 func (m *Metrics) Method(method string) MethodObserver { return m.series(method).callers[0] }
 
 // OtherMethod is Method for callers other than the kubelet
@@ -187,7 +187,7 @@ func (m *Metrics) OtherMethod(method string) MethodObserver { return m.series(me
 
 // CallStarted counts a call of p (nil: unknown) as in flight; the function
 // it returns ends the call with its status code. The interceptors use it;
-// the h2 relay counts the calls it passes through, which no interceptor
+// the relay counts the calls it passes through, which no interceptor
 // sees, in the same series through Method and OtherMethod.
 func (m *Metrics) CallStarted(method string, p *caller.Process) func(codes.Code) {
 	s := m.series(method).callers[1]
@@ -209,8 +209,8 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-// StreamInterceptor measures relayed calls (with --relay=grpc every
-// pass-through call is a stream to the gRPC server) and streaming calls.
+// StreamInterceptor measures streaming calls and the audited calls of
+// other callers, which crishim's gRPC server relays as streams.
 func (m *Metrics) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		var p *caller.Process

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,11 +34,14 @@ type BackendOptions struct {
 	ImageEndpoint   string // empty means the runtime endpoint
 	MaxMessageSize  int    // 0 means DefaultMaxMessageSize
 	// StatsHandler sees the calls made on the connections (tracing); nil
-	// adds nothing. The h2 relay's own connections never reach it.
+	// adds nothing. The relay's own connections never reach it.
 	StatsHandler stats.Handler
 	// ProbeInterval is how often Watch asks a quiet connection's runtime
 	// whether it answers (0: DefaultProbeInterval).
 	ProbeInterval time.Duration
+
+	// backoff replaces reconnectBackoff: tests make it too long to wait.
+	backoff *backoff.Config
 }
 
 // DefaultProbeInterval is how often Watch probes the runtime while its
@@ -52,9 +56,15 @@ const DefaultProbeInterval = 5 * time.Second
 // start or restarts later is normal life, not a reason to exit.
 type Backend struct {
 	runtime, image *grpc.ClientConn
-	// The sockets, for the h2 relay's own connections.
+	// The sockets, for the relay's own connections.
 	runtimePath, imagePath string
 	probeEvery             time.Duration
+	backoff                backoff.Config
+
+	// created runs when a runtime socket is created anew (see Watch):
+	// the relay's endpoints forget their backoff.
+	createdMu sync.Mutex
+	created   []func(path string)
 }
 
 // reconnectBackoff keeps reconnection quick after a containerd restart
@@ -83,16 +93,19 @@ func Dial(opts BackendOptions) (*Backend, error) {
 	if size <= 0 {
 		size = DefaultMaxMessageSize
 	}
-	b := &Backend{runtimePath: runtimePath, imagePath: imagePath, probeEvery: opts.ProbeInterval}
+	b := &Backend{runtimePath: runtimePath, imagePath: imagePath, probeEvery: opts.ProbeInterval, backoff: reconnectBackoff}
 	if b.probeEvery <= 0 {
 		b.probeEvery = DefaultProbeInterval
 	}
-	if b.runtime, err = dialUnix(runtimePath, size, opts.StatsHandler); err != nil {
+	if opts.backoff != nil {
+		b.backoff = *opts.backoff
+	}
+	if b.runtime, err = dialUnix(runtimePath, size, b.backoff, opts.StatsHandler); err != nil {
 		return nil, fmt.Errorf("runtime endpoint: %w", err)
 	}
 	b.image = b.runtime
 	if imagePath != runtimePath {
-		if b.image, err = dialUnix(imagePath, size, opts.StatsHandler); err != nil {
+		if b.image, err = dialUnix(imagePath, size, b.backoff, opts.StatsHandler); err != nil {
 			_ = b.runtime.Close()
 			return nil, fmt.Errorf("image endpoint: %w", err)
 		}
@@ -100,7 +113,7 @@ func Dial(opts BackendOptions) (*Backend, error) {
 	return b, nil
 }
 
-func dialUnix(path string, maxMsg int, sh stats.Handler) (*grpc.ClientConn, error) {
+func dialUnix(path string, maxMsg int, bo backoff.Config, sh stats.Handler) (*grpc.ClientConn, error) {
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The kubelet uses this authority for unix sockets too.
@@ -113,7 +126,7 @@ func dialUnix(path string, maxMsg int, sh stats.Handler) (*grpc.ClientConn, erro
 		// A runtime's answer is held to the limit of crishim's server
 		// side: it goes back to a client there.
 		grpc.WithMaxHeaderListSize(maxHeaderListSize),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
 		// An idle channel would make the next kubelet call pay for a reconnect.
 		grpc.WithIdleTimeout(0),
 	}
@@ -160,7 +173,10 @@ func (b *Backend) Ready(ctx context.Context) error {
 
 // Watch reports the runtime connections' ups and downs to onChange until
 // ctx ends. backend is "runtime" or "image" (the latter only when the image
-// endpoint differs).
+// endpoint differs). Meanwhile it watches the runtime's sockets: when one is
+// created anew (the runtime restarted), every connection to it reconnects
+// at once rather than at the end of its backoff, which after a restart of a
+// few seconds had grown to about a second (see watchSocket).
 func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bool)) {
 	type watched struct {
 		conn  *grpc.ClientConn
@@ -177,6 +193,12 @@ func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bo
 		}}
 	}
 	var wg sync.WaitGroup
+	for _, path := range slices.Compact([]string{b.runtimePath, b.imagePath}) {
+		wg.Go(func() {
+			// An error leaves the backoffs to reconnect by themselves.
+			_ = watchSocket(ctx, path, func() { b.socketCreated(path) })
+		})
+	}
 	for name, w := range conns {
 		wg.Add(1)
 		go func() {
@@ -185,6 +207,32 @@ func (b *Backend) Watch(ctx context.Context, onChange func(backend string, up bo
 		}()
 	}
 	wg.Wait()
+}
+
+// onSocketCreated adds fn to what runs when a runtime socket is created
+// anew; path is the socket's.
+func (b *Backend) onSocketCreated(fn func(path string)) {
+	b.createdMu.Lock()
+	b.created = append(b.created, fn)
+	b.createdMu.Unlock()
+}
+
+// socketCreated reconnects at once what connects to the socket at path: the
+// gRPC connections (a connection in its backoff dials now; one that is
+// connected is left alone) and, through the hooks, the relay's endpoints.
+func (b *Backend) socketCreated(path string) {
+	b.createdMu.Lock()
+	hooks := slices.Clone(b.created)
+	b.createdMu.Unlock()
+	for _, fn := range hooks {
+		fn(path)
+	}
+	if path == b.runtimePath {
+		b.runtime.ResetConnectBackoff()
+	}
+	if path == b.imagePath && b.image != b.runtime {
+		b.image.ResetConnectBackoff()
+	}
 }
 
 // watchConn reports the edges of conn's runtime being up: at once on the

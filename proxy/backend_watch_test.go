@@ -3,10 +3,16 @@ package proxy
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -97,4 +103,54 @@ func TestWatchProbesAWedgedRuntime(t *testing.T) {
 	expectUp(t, ups, false, "connected, Version unanswered")
 	close(w.release)
 	expectUp(t, ups, true, "answering again")
+}
+
+// TestReconnectWhenTheRuntimeSocketIsCreated: after a runtime restart, the
+// relay and the gRPC connection reconnect when the runtime's socket is
+// created, not at the end of their backoff (grown to about a second after
+// a restart of a few seconds). Their backoff here is an hour: only the
+// socket's creation can explain a call that succeeds.
+func TestReconnectWhenTheRuntimeSocketIsCreated(t *testing.T) {
+	sock := fakeSock(t) // no runtime yet
+	hour := backoff.Config{BaseDelay: time.Hour, Multiplier: 1, MaxDelay: time.Hour}
+	b, err := Dial(BackendOptions{RuntimeEndpoint: "unix://" + sock, backoff: &hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	p := startProxyWith(t, b, ServerOptions{})
+	watchUps(t, b)
+	// A bound on a wait for something that happens at once; it measures
+	// nothing, and is short so that a broken watch fails in seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	waitFor(t, "the socket watch parked on inotify", func() bool { return parkedIn("watchSocket") })
+
+	rs := runtimeapi.NewRuntimeServiceClient(p.conn)
+	if _, err := rs.Version(ctx, &runtimeapi.VersionRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Version with no runtime: %v, want Unavailable", err)
+	}
+	waitState(ctx, t, b.RuntimeConn(), connectivity.TransientFailure)
+
+	// The runtime starts: its socket listens under another name, then is
+	// renamed into place, so that it accepts from the moment it exists.
+	tmp := filepath.Join(filepath.Dir(sock), "runtime.sock.new")
+	startFake(t, tmp, &fakeRuntime{})
+	if err := os.Rename(tmp, sock); err != nil {
+		t.Fatal(err)
+	}
+	waitState(ctx, t, b.RuntimeConn(), connectivity.Ready)
+	if _, err := rs.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
+		t.Fatalf("a relayed call once the runtime's socket is back: %v", err)
+	}
+}
+
+// waitState waits until conn is in state want, or ctx ends.
+func waitState(ctx context.Context, t *testing.T, conn *grpc.ClientConn, want connectivity.State) {
+	t.Helper()
+	for s := conn.GetState(); s != want; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("the runtime connection stayed %v, want %v", s, want)
+		}
+	}
 }

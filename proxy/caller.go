@@ -18,15 +18,12 @@ import (
 // each connection's caller, which grpc-go then gives every call on it as
 // the peer's AuthInfo (caller.FromContext).
 //
-// With the grpc relay the server serves the CRI socket itself, and the
-// handshake reads the peer's credentials (caller.FromConn). With the h2
-// relay the server serves only the relay's in-memory connections: the
-// relay identified the client when it accepted it, and each in-memory
-// connection it dials begins with the number under which it left that
-// answer in locals (localCallers), for the handshake to take.
+// The server serves only the relay's in-memory connections: the relay
+// identified the client when it accepted it, and each in-memory connection
+// it dials begins with the number under which it left that answer in
+// locals (localCallers), for the handshake to take.
 type callerCreds struct {
-	locals   *localCallers // nil: the server serves the socket
-	identify func(net.Conn) *caller.Process
+	locals *localCallers
 }
 
 // identifyPeer is how a connection's caller is found but in tests.
@@ -41,10 +38,6 @@ const localIDSize = 8
 
 func (c *callerCreds) ServerHandshake(nc net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	ai := caller.AuthInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}
-	if c.locals == nil {
-		ai.Process = c.identify(nc)
-		return nc, ai, nil
-	}
 	var b [localIDSize]byte
 	if _, err := io.ReadFull(nc, b[:]); err != nil {
 		return nil, nil, fmt.Errorf("crishim's in-memory connection: read its caller: %w", err)
@@ -62,7 +55,7 @@ func (c *callerCreds) Info() credentials.ProtocolInfo {
 }
 
 func (c *callerCreds) Clone() credentials.TransportCredentials {
-	return &callerCreds{locals: c.locals, identify: c.identify}
+	return &callerCreds{locals: c.locals}
 }
 
 func (c *callerCreds) OverrideServerName(string) error { return nil }

@@ -35,63 +35,58 @@ func (s *seenCalls) get(method string) (*caller.Process, bool) {
 	return p, ok
 }
 
-// Every call crishim's gRPC server runs knows its caller, through both
-// relays: the process at the other end of the CRI socket. With the h2
-// relay, the calls of callers other than the kubelet to audited methods
-// come to the server too (relayed from there); the kubelet's stay on the
-// raw relay.
+// Every call crishim's gRPC server runs knows its caller: the process at
+// the other end of the CRI socket. The calls of callers other than the
+// kubelet to audited methods come to the server too (relayed from there);
+// the kubelet's stay on the relay.
 func TestCallerReachesTheGRPCServer(t *testing.T) {
 	const (
 		version = "/runtime.v1.RuntimeService/Version"
 		status  = "/runtime.v1.RuntimeService/ContainerStatus"
 		listing = "/runtime.v1.RuntimeService/ListContainers"
 	)
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		for _, kubelet := range []bool{false, true} {
-			sock := fakeSock(t)
-			startFake(t, sock, &fakeRuntime{})
-			handled := make(chan *caller.Process, 1)
-			intercepted := Unary(version, func(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-				handled <- caller.FromContext(ctx)
-				return &runtimeapi.VersionResponse{}, nil
-			})
-			seen := &seenCalls{calls: map[string]*caller.Process{}}
-			opts := ServerOptions{
-				Intercept: []Method{intercepted},
-				Relay:     relay,
-				Stream:    []grpc.StreamServerInterceptor{seen.interceptor()},
-				Audited:   func(m string) bool { return m == status },
-			}
-			if kubelet {
-				opts.identify = func(nc net.Conn) *caller.Process {
-					p := identifyPeer(nc)
-					p.Kubelet = true
-					return p
-				}
-			}
-			p := startProxyWith(t, dialBackend(t, sock), opts)
-			rs := runtimeapi.NewRuntimeServiceClient(p.conn)
-			if _, err := rs.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
-				t.Fatal(err)
-			}
-			got := <-handled
-			if got == nil || int(got.PID) != os.Getpid() || int(got.UID) != os.Getuid() || got.Exited || got.Kubelet != kubelet {
-				t.Fatalf("kubelet %v: the intercepted call's caller is %+v; want this process (pid %d)", kubelet, got, os.Getpid())
-			}
-			_, _ = rs.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "abc"})
-			_, _ = rs.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
-			st, ok := seen.get(status)
-			// The grpc relay's server sees every call; the h2 relay's
-			// only the audited calls of others.
-			if want := relay == RelayGRPC || !kubelet; ok != want {
-				t.Errorf("kubelet %v: ContainerStatus reached crishim's gRPC server: %v, want %v", kubelet, ok, want)
-			}
-			if ok && (st == nil || int(st.PID) != os.Getpid() || st.Kubelet != kubelet) {
-				t.Errorf("kubelet %v: ContainerStatus's caller is %+v", kubelet, st)
-			}
-			if _, ok := seen.get(listing); ok != (relay == RelayGRPC) {
-				t.Errorf("kubelet %v: ListContainers (not audited) reached crishim's gRPC server: %v", kubelet, ok)
+	for _, kubelet := range []bool{false, true} {
+		sock := fakeSock(t)
+		startFake(t, sock, &fakeRuntime{})
+		handled := make(chan *caller.Process, 1)
+		intercepted := Unary(version, func(ctx context.Context, _ *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+			handled <- caller.FromContext(ctx)
+			return &runtimeapi.VersionResponse{}, nil
+		})
+		seen := &seenCalls{calls: map[string]*caller.Process{}}
+		opts := ServerOptions{
+			Intercept: []Method{intercepted},
+			Stream:    []grpc.StreamServerInterceptor{seen.interceptor()},
+			Audited:   func(m string) bool { return m == status },
+		}
+		if kubelet {
+			opts.identify = func(nc net.Conn) *caller.Process {
+				p := identifyPeer(nc)
+				p.Kubelet = true
+				return p
 			}
 		}
-	})
+		p := startProxyWith(t, dialBackend(t, sock), opts)
+		rs := runtimeapi.NewRuntimeServiceClient(p.conn)
+		if _, err := rs.Version(context.Background(), &runtimeapi.VersionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		got := <-handled
+		if got == nil || int(got.PID) != os.Getpid() || int(got.UID) != os.Getuid() || got.Exited || got.Kubelet != kubelet {
+			t.Fatalf("kubelet %v: the intercepted call's caller is %+v; want this process (pid %d)", kubelet, got, os.Getpid())
+		}
+		_, _ = rs.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "abc"})
+		_, _ = rs.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+		st, ok := seen.get(status)
+		// The server sees only the audited calls of others.
+		if want := !kubelet; ok != want {
+			t.Errorf("kubelet %v: ContainerStatus reached crishim's gRPC server: %v, want %v", kubelet, ok, want)
+		}
+		if ok && (st == nil || int(st.PID) != os.Getpid() || st.Kubelet != kubelet) {
+			t.Errorf("kubelet %v: ContainerStatus's caller is %+v", kubelet, st)
+		}
+		if _, ok := seen.get(listing); ok {
+			t.Errorf("kubelet %v: ListContainers (not audited) reached crishim's gRPC server: %v", kubelet, ok)
+		}
+	}
 }

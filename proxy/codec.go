@@ -20,7 +20,7 @@ type Frame struct {
 func (f *Frame) Bytes() []byte { return f.data.Materialize() }
 
 // rewrite passes the frame's message through fn (RewriteResponse). It is the
-// one place the grpc relay materializes a frame.
+// one place the gRPC server's relay of audited calls materializes a frame.
 func (f *Frame) rewrite(fn Rewrite) {
 	msg := f.data.Materialize()
 	f.data.Free()

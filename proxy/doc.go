@@ -4,12 +4,13 @@
 // methods newer than the compiled cri-api reach the runtime intact.
 //
 // The one place where a call stops being pass-through is the Method list given
-// to NewServer (see Unary): everything else is relayed. The h2 relay (h2*.go,
-// the default) relays HTTP/2 frames and reaches the intercepted methods on an
-// in-memory connection to the gRPC server; the grpc relay (forward.go) is the
-// gRPC server's raw unknown-service handler, kept as the fallback.
+// to NewServer (see Unary): everything else is relayed. The relay (h2*.go)
+// relays HTTP/2 frames, and reaches the intercepted methods on an in-memory
+// connection to crishim's gRPC server; that server relays on, as raw
+// messages (forward.go), the calls it sees only to audit them
+// (ServerOptions.Audited).
 //
-// The h2 relay's files are named for what they hold, a file's tests beside
+// The relay's files are named for what they hold, a file's tests beside
 // it: h2relay.go (listeners, sessions, shutdown), h2session.go (one client
 // connection and its calls), h2dial.go and h2upstream.go (an upstream
 // connection's dial, then its reader), h2conn.go (one connection: framing,
@@ -22,10 +23,14 @@
 // size limit), h2rewrite.go (answers under RewriteResponse), h2status.go
 // (calls crishim ends itself), h2floodguard.go (flood policing),
 // h2protoerr.go (protocol errors, counted and logged) and h2observe.go
-// (how relayed calls are counted).
+// (how relayed calls are counted). socketwatch.go watches the runtime's
+// socket, to reconnect at once when a restarted runtime creates it anew.
+// The relay's timer tests (GOAWAY, header block and handshake bounds) run
+// in a testing/synctest bubble over in-memory connections
+// (h2bubble_test.go).
 package proxy
 
-// # The h2 relay's goroutines, and who owns what
+// # The relay's goroutines, and who owns what
 //
 // As x/net's http2/server.go states its rules, so here (h2relay.go,
 // h2session.go, h2conn.go, h2upstream.go, h2dial.go):

@@ -133,9 +133,9 @@ type proxied struct {
 	sock    string
 }
 
-func startProxy(t testing.TB, relay RelayMode, backendSock string, intercept ...Method) *proxied {
+func startProxy(t testing.TB, backendSock string, intercept ...Method) *proxied {
 	t.Helper()
-	return startProxyWith(t, dialBackend(t, backendSock), ServerOptions{Intercept: intercept, Relay: relay})
+	return startProxyWith(t, dialBackend(t, backendSock), ServerOptions{Intercept: intercept})
 }
 
 // dialBackend is a Backend for the runtime at sock, closed at the test's
@@ -181,12 +181,4 @@ func startProxyWith(t testing.TB, b *Backend, opts ServerOptions) *proxied {
 func fakeSock(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(t.TempDir(), "runtime.sock")
-}
-
-// forEachRelay runs a test against both relays: the h2 frame relay and the
-// grpc-go fallback must keep the same contracts.
-func forEachRelay(t *testing.T, test func(t *testing.T, relay RelayMode)) {
-	for _, relay := range []RelayMode{RelayH2, RelayGRPC} {
-		t.Run(string(relay), func(t *testing.T) { test(t, relay) })
-	}
 }

@@ -47,10 +47,11 @@ func MethodNames(descs ...grpc.ServiceDesc) []string {
 	return names
 }
 
-// relayHandler is the gRPC unknown-service handler: every call that is not
-// intercepted arrives here and is relayed to the runtime as raw frames, with
-// its metadata and deadline, and the runtime's headers, trailers and status
-// come back unchanged (its messages too, but for the rewrites given).
+// relayHandler is the unknown-service handler of crishim's gRPC server: the
+// calls the relay sends there only to be audited (ServerOptions.Audited)
+// arrive here and are relayed to the runtime as raw frames, with their
+// metadata and deadline, and the runtime's headers, trailers and status come
+// back unchanged (its messages too, but for the rewrites given).
 func (b *Backend) relayHandler(rw map[string]Rewrite, nf map[string]func(string)) grpc.StreamHandler {
 	return func(_ any, ss grpc.ServerStream) error {
 		return b.forward(ss, rw, nf)

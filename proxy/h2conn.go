@@ -37,6 +37,11 @@ const (
 	// idleBufSize is a connection's buffer size each way until it makes
 	// its first call.
 	idleBufSize = 4 << 10
+	// localIOBufSize is the read and write buffer of the relay's
+	// connections to crishim's gRPC server: in memory, a write costs no
+	// system call to batch, and grpc-go's own buffers on the other end
+	// are this size.
+	localIOBufSize = 32 << 10
 )
 
 // h2conn is one HTTP/2 connection of the relay, client-facing or upstream.
@@ -129,8 +134,9 @@ func (c *h2conn) initFramer() {
 }
 
 // newDialingH2conn is an upstream connection whose dial is under way:
-// writes wait in memory until attach.
-func newDialingH2conn() *h2conn {
+// writes wait in memory until attach. bufSize is its buffers' size each
+// way.
+func newDialingH2conn(bufSize int) *h2conn {
 	c := &h2conn{
 		pending:        &bytes.Buffer{},
 		send:           outWindow{h2DefaultWindow},
@@ -140,7 +146,7 @@ func newDialingH2conn() *h2conn {
 		peerMaxStreams: math.MaxUint32,
 	}
 	c.w = c.pending
-	c.bw = bufio.NewWriterSize(c.w, ioBufSize)
+	c.bw = bufio.NewWriterSize(c.w, bufSize)
 	c.initFramer()
 	return c
 }
@@ -173,7 +179,7 @@ func (c *h2conn) setConn(nc net.Conn) bool {
 func (c *h2conn) attach() {
 	r, w := newRawIO(c.nc)
 	c.r = r
-	c.br = bufio.NewReaderSize(r, ioBufSize)
+	c.br = bufio.NewReaderSize(r, c.bw.Size())
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
@@ -250,8 +256,8 @@ func (c *h2conn) blockDeadline(on bool) {
 // A CRI call's headers or trailers are a few hundred bytes; grpc-go's
 // default is 16 MiB, which it is lowering to 8 KiB
 // (GRPC_GO_EXPERIMENTAL_ENABLE_8KB_DEFAULT_HEADER_LIST_SIZE), and a peer
-// that sent megabytes made crishim hold them per connection. Both relays
-// refuse a larger list as grpc-go refuses one over its limit.
+// that sent megabytes made crishim hold them per connection. The relay and
+// crishim's gRPC server refuse a larger list as grpc-go refuses one over its limit.
 const maxHeaderListSize = 16 << 10
 
 // headerBlockTimeout bounds how long a header block may stay unfinished

@@ -18,8 +18,11 @@ func (s *session) upstream(rt route) *upstream {
 	if up := s.ups[rt]; up != nil {
 		return up
 	}
-	up := &upstream{c: newDialingH2conn(), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
-	up.c.hr.blockTimeout = s.r.blockTimeout
+	size := ioBufSize
+	if rt == routeLocal {
+		size = localIOBufSize
+	}
+	up := &upstream{c: newDialingH2conn(size), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

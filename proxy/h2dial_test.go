@@ -18,7 +18,7 @@ func TestSlowDialStallsNoOtherCall(t *testing.T) {
 	version := Unary("/runtime.v1.RuntimeService/Version", func(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 		return &runtimeapi.VersionResponse{RuntimeName: "local"}, nil
 	})
-	p := startProxy(t, RelayH2, sock, version)
+	p := startProxy(t, sock, version)
 	release := make(chan struct{})
 	dialing := make(chan struct{}, 1)
 	ep := p.server.relay.endpoints[routeRuntime]

@@ -52,7 +52,7 @@ var floods = map[string]func(c *rawClient){
 func TestFloodsAreToldToCalmDown(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	for name, flood := range floods {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, p.sock)
@@ -78,7 +78,7 @@ func TestLegitimateGRPCClientIsNeverCutOff(t *testing.T) {
 	m := metrics.New("test", "test", nil)
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: m})
 	conn, err := grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec())),
 		// grpc-go's shortest keepalive.

@@ -14,7 +14,7 @@ import (
 func TestSlowReaderIsHeldBackNotBuffered(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 
@@ -87,7 +87,7 @@ func TestTrailersWaitingForTheWindowSurviveLaterCalls(t *testing.T) {
 		ss.SetTrailer(metadata.Pairs("x-which", method, "x-"+method[len(method)-3:], "1"))
 		return ss.SendMsg(NewFrame(make([]byte, size)))
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	// Fixed windows (no bandwidth probing): the big answer must wait.
 	conn, err := grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16),

@@ -22,7 +22,7 @@ func FuzzClientFrames(f *testing.F) {
 	// start, not the input.
 	sock := fakeSock(f)
 	startFake(f, sock, &fakeRuntime{})
-	p := startProxy(f, RelayH2, sock)
+	p := startProxy(f, sock)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		nc, err := net.Dial("unix", p.sock)
 		if err != nil {

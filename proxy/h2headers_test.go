@@ -17,7 +17,7 @@ import (
 func TestHeaderBlocksAreCheckedAsTheFramerDid(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	request := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/runtime.v1.RuntimeService/Version"},
 		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}}
 	with := func(extra ...[2]string) [][2]string { return append(slices.Clone(request), extra...) }
@@ -124,7 +124,7 @@ func TestHeaderReaderKeepsLittleAfterABigBlock(t *testing.T) {
 		t.Errorf("after a block of %d fields, the reader keeps room for %d, want at most %d", len(fields), c, maxKeptFields)
 	}
 
-	c := newDialingH2conn()
+	c := newDialingH2conn(ioBufSize)
 	big := []hpack.HeaderField{{Name: "x-big", Value: strings.Repeat("v", 12<<10)}}
 	for _, fs := range [][]hpack.HeaderField{big, big, fields, fields, fields[:1]} {
 		c.writeHeaders(1, fs, true)

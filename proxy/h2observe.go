@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// CallObserver hears about every call the h2 relay passes through. Those
+// CallObserver hears about every call the relay passes through. Those
 // calls never reach a gRPC handler, so the Stream interceptors do not see
 // them; this is how they are counted anyway (metrics.Metrics is one).
 type CallObserver interface {

@@ -17,7 +17,7 @@ type pathInfo struct {
 }
 
 // auditedInfo is a call sent to crishim's gRPC server to be audited: it
-// relays the call (both relays amend answers alike) and counts it.
+// relays the call (amending answers as the relay does) and counts it.
 var auditedInfo = &pathInfo{route: routeLocal}
 
 // paths answers pathInfo for a :path. The methods crishim knows (the CRI

@@ -83,7 +83,7 @@ func streamErrorReason(se http2.StreamError) string {
 	return reasonFraming
 }
 
-// ProtocolErrorObserver hears about the protocol errors of the h2 relay's
+// ProtocolErrorObserver hears about the protocol errors of the relay's
 // peers, which crishim answers with GOAWAY or RST_STREAM
 // (metrics.Metrics is one).
 type ProtocolErrorObserver interface {

@@ -28,7 +28,7 @@ func TestProtocolErrorsAreCountedAndLogged(t *testing.T) {
 	startRaw(t, sock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
 	// The connections never ack the shutdown PING: the second GOAWAY goes
 	// after the bound, which the test need not wait out.
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m, Log: log, goAwayTimeout: 10 * time.Millisecond})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: m, Log: log, goAwayTimeout: 10 * time.Millisecond})
 
 	// A connection error: GOAWAY, then the relay hangs up.
 	c := dialRaw(t, p.sock)
@@ -78,7 +78,7 @@ func TestProtocolErrorWarningsAreRateLimited(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	sock := fakeSock(t)
 	startRaw(t, sock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m, Log: log, goAwayTimeout: 10 * time.Millisecond, warnClock: clock})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: m, Log: log, goAwayTimeout: 10 * time.Millisecond, warnClock: clock})
 	badConn := func() {
 		c := dialRaw(t, p.sock)
 		_, _ = c.nc.Write(frameHeader(h2DefaultMaxFrame+1, 0xfa, 0, 0))

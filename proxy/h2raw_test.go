@@ -65,7 +65,7 @@ func (c *rawClient) next(t *testing.T, want func(http2.Frame) bool) http2.Frame 
 func TestRawClientPingAndSettings(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	// A zero header table: the relay must encode every field literally.
 	c := dialRaw(t, p.sock, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
@@ -120,7 +120,7 @@ func TestRawClientPingAndSettings(t *testing.T) {
 func TestMalformedFramesCloseTheConnection(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 
 	cases := map[string]func(c *rawClient){
 		"DATA on an idle stream": func(c *rawClient) { _ = c.fr.WriteData(7, false, []byte("x")) },
@@ -176,7 +176,7 @@ func TestMalformedFramesCloseTheConnection(t *testing.T) {
 	// client sends beyond its own window cannot have been granted.
 	silentSock := fakeSock(t)
 	startRaw(t, silentSock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
-	silent := startProxy(t, RelayH2, silentSock)
+	silent := startProxy(t, silentSock)
 	for name, send := range streamCases {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, silent.sock)
@@ -215,7 +215,7 @@ func (c *rawClient) callVersion(t *testing.T, id uint32) {
 func TestBandwidthProbeAckRidesWithTheNextFrames(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	c.next(t, func(f http2.Frame) bool { s, ok := f.(*http2.SettingsFrame); return ok && s.IsAck() })
 
@@ -271,7 +271,7 @@ func TestRelayMetricsShareTheRPCSeries(t *testing.T) {
 	m := metrics.New("test", "test", MethodNames(CRIServices...))
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: m})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: m})
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	_, _ = client.Version(context.Background(), &runtimeapi.VersionRequest{})
 	_, _ = client.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: "x"})

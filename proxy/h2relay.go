@@ -32,9 +32,7 @@ type relay struct {
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
 	protoWarn *warnLimit // protocol error warnings
-	// blockTimeout and goAwayTimeout are headerBlockTimeout and
-	// goAwayTimeout but in tests.
-	blockTimeout  time.Duration
+	// goAwayTimeout is goAwayTimeout but in tests.
 	goAwayTimeout time.Duration
 	identify      func(net.Conn) *caller.Process
 	local         *bufconn.Listener
@@ -49,10 +47,18 @@ type relay struct {
 	serveWG   sync.WaitGroup // accept loops and the local gRPC server
 }
 
-// localBufSize is the in-memory connection's buffer per direction.
-const localBufSize = 1 << 20
+// localBufSize is the in-memory connection's buffer per direction, which
+// bufconn allocates whole when the connection is made: 64 KiB, the HTTP/2
+// initial window, is what the gRPC server lets a call send before its
+// first WINDOW_UPDATE, and more than the headers and message of an
+// intercepted CRI call. A fuller buffer only makes its writer wait for
+// the reader, which never stops reading (grpc-go's reader hands a frame
+// on and reads the next; the relay's reads each upstream connection all
+// the time). It was 1 MiB: 2 MiB held for as long as each client
+// connection that made one intercepted call stays open.
+const localBufSize = 64 << 10
 
-func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, creds *callerCreds) *relay {
+func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rewrite, nf map[string]func(string), size int, locals *localCallers) *relay {
 	r := &relay{
 		maxMsg:   size,
 		observe:  opts.Observe,
@@ -68,7 +74,6 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		},
 	}
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
-	r.blockTimeout = cmp.Or(opts.headerBlockTimeout, headerBlockTimeout)
 	r.goAwayTimeout = cmp.Or(opts.goAwayTimeout, goAwayTimeout)
 	r.protoWarn = newWarnLimit(warnBurst, warnInterval, opts.warnClock)
 	for _, m := range opts.Intercept {
@@ -89,10 +94,20 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 		known = append(known, MethodNames(*svc.Desc)...)
 	}
 	r.paths = newPaths(&r.router, r.observe, opts.Audited, known)
-	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath)
-	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath)
-	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: creds.locals.dialLocal(r.local.DialContext)}
-	r.identify = creds.identify
+	r.endpoints[routeRuntime] = unixEndpoint("runtime at "+b.runtimePath, b.runtimePath, b.backoff)
+	r.endpoints[routeImage] = unixEndpoint("image service at "+b.imagePath, b.imagePath, b.backoff)
+	b.onSocketCreated(func(path string) {
+		for _, ep := range r.endpoints {
+			if ep.path == path {
+				ep.resetBackoff()
+			}
+		}
+	})
+	r.endpoints[routeLocal] = &endpoint{name: "crishim gRPC server", dial: locals.dialLocal(r.local.DialContext)}
+	r.identify = opts.identify
+	if r.identify == nil {
+		r.identify = identifyPeer
+	}
 	return r
 }
 

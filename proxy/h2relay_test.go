@@ -25,44 +25,42 @@ import (
 const hangBound = 60 * time.Second
 
 func TestLargeMessagesBothWaysAndManyAtOnce(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		startFake(t, sock, &fakeRuntime{})
-		p := startProxy(t, relay, sock)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
 
-		big := bytes.Repeat([]byte("0123456789abcdef"), 15<<20/16)
-		var out Frame
-		if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Bulk", NewFrame(big), &out); err != nil {
-			t.Fatalf("15 MiB echo: %v", err)
-		}
-		if !bytes.Equal(out.Bytes(), big) {
-			t.Fatal("15 MiB echo came back different")
-		}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 15<<20/16)
+	var out Frame
+	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Bulk", NewFrame(big), &out); err != nil {
+		t.Fatalf("15 MiB echo: %v", err)
+	}
+	if !bytes.Equal(out.Bytes(), big) {
+		t.Fatal("15 MiB echo came back different")
+	}
 
-		// Streams whose messages exceed every window, all at once (12 of
-		// 3 MiB against 1 MiB stream and 16 MiB connection windows): the
-		// relay must interleave them without deadlock. One message each is
-		// enough for that, and keeps the test's volume (it runs under -race
-		// beside the e2e suites) to what it proves.
-		var wg sync.WaitGroup
-		errs := make(chan error, 12)
-		for i := range 12 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- echoStream(ctx, p.conn, bytes.Repeat([]byte{byte(i)}, 3<<20+i), 1)
-			}()
+	// Streams whose messages exceed every window, all at once (12 of
+	// 3 MiB against 1 MiB stream and 16 MiB connection windows): the
+	// relay must interleave them without deadlock. One message each is
+	// enough for that, and keeps the test's volume (it runs under -race
+	// beside the e2e suites) to what it proves.
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- echoStream(ctx, p.conn, bytes.Repeat([]byte{byte(i)}, 3<<20+i), 1)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	}
 }
 
 // echoStream sends n messages on a bidi stream of an unknown method,
@@ -107,47 +105,45 @@ func (r *relay) eachSession(f func(*session)) {
 }
 
 func TestClientStreamingAndBidi(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		startFake(t, sock, &fakeRuntime{})
-		p := startProxy(t, relay, sock)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
 
-		// Client streaming: all sends first, then all echoes.
-		cs, err := p.conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/Upload")
-		if err != nil {
+	// Client streaming: all sends first, then all echoes.
+	cs, err := p.conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/Upload")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := cs.SendMsg(NewFrame([]byte(fmt.Sprintf("chunk %d", i)))); err != nil {
 			t.Fatal(err)
 		}
-		for i := range 100 {
-			if err := cs.SendMsg(NewFrame([]byte(fmt.Sprintf("chunk %d", i)))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := cs.CloseSend(); err != nil {
-			t.Fatal(err)
-		}
-		for i := range 100 {
-			var f Frame
-			if err := cs.RecvMsg(&f); err != nil {
-				t.Fatalf("echo %d: %v", i, err)
-			}
-			if string(f.Bytes()) != fmt.Sprintf("chunk %d", i) {
-				t.Fatalf("echo %d = %q", i, f.Bytes())
-			}
-		}
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
 		var f Frame
-		if err := cs.RecvMsg(&f); !errors.Is(err, io.EOF) {
-			t.Fatalf("end: %v", err)
+		if err := cs.RecvMsg(&f); err != nil {
+			t.Fatalf("echo %d: %v", i, err)
 		}
-		if got := cs.Trailer().Get("x-echo"); len(got) != 1 {
-			t.Errorf("trailer %v", cs.Trailer())
+		if string(f.Bytes()) != fmt.Sprintf("chunk %d", i) {
+			t.Fatalf("echo %d = %q", i, f.Bytes())
 		}
-		// Bidi, message by message.
-		if err := echoStream(ctx, p.conn, []byte("ping"), 50); err != nil {
-			t.Fatal(err)
-		}
-	})
+	}
+	var f Frame
+	if err := cs.RecvMsg(&f); !errors.Is(err, io.EOF) {
+		t.Fatalf("end: %v", err)
+	}
+	if got := cs.Trailer().Get("x-echo"); len(got) != 1 {
+		t.Errorf("trailer %v", cs.Trailer())
+	}
+	// Bidi, message by message.
+	if err := echoStream(ctx, p.conn, []byte("ping"), 50); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // cancelSeen is a runtime whose unknown methods wait for the client and
@@ -168,31 +164,29 @@ func cancelSeen(seen chan<- struct{}) grpc.StreamHandler {
 }
 
 func TestStreamCancelReachesRuntime(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		seen := make(chan struct{}, 1)
-		serveHandler(t, sock, cancelSeen(seen))
-		p := startProxy(t, relay, sock)
+	sock := fakeSock(t)
+	seen := make(chan struct{}, 1)
+	serveHandler(t, sock, cancelSeen(seen))
+	p := startProxy(t, sock)
 
-		ctx, cancel := context.WithCancel(context.Background())
-		cs, err := p.conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/Watch")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cs.SendMsg(NewFrame([]byte("x"))); err != nil {
-			t.Fatal(err)
-		}
-		var f Frame
-		if err := cs.RecvMsg(&f); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-		select {
-		case <-seen:
-		case <-time.After(hangBound):
-			t.Fatal("the runtime never saw the client cancel the stream")
-		}
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cs, err := p.conn.NewStream(ctx, relayDesc, "/runtime.v1.RuntimeService/Watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(NewFrame([]byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	var f Frame
+	if err := cs.RecvMsg(&f); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-seen:
+	case <-time.After(hangBound):
+		t.Fatal("the runtime never saw the client cancel the stream")
+	}
 }
 
 func serveHandler(t *testing.T, sock string, h grpc.StreamHandler) *grpc.Server {
@@ -324,7 +318,7 @@ func TestRuntimeResetReachesClient(t *testing.T) {
 	startRaw(t, sock, func(_ int, fr *http2.Framer, _ *hpack.Encoder, _ *bytes.Buffer, id uint32) {
 		_ = fr.WriteRSTStream(id, http2.ErrCodeInternal)
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{})
@@ -354,7 +348,7 @@ func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 		}
 		answerOK(fr, enc, buf, id)
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	// REFUSED_STREAM makes the client retry, and the retry dials afresh.
@@ -369,68 +363,66 @@ func TestRuntimeGoAwayRefusesAndRedials(t *testing.T) {
 }
 
 func TestRuntimeRestartUnderTraffic(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		gs := startFake(t, sock, &fakeRuntime{})
-		p := startProxy(t, relay, sock)
-		client := runtimeapi.NewRuntimeServiceClient(p.conn)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
+	sock := fakeSock(t)
+	gs := startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, sock)
+	client := runtimeapi.NewRuntimeServiceClient(p.conn)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
 
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var ok, unavailable int
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					_, err := client.Version(ctx, &runtimeapi.VersionRequest{})
-					mu.Lock()
-					switch status.Code(err) {
-					case codes.OK:
-						ok++
-					case codes.Unavailable:
-						unavailable++
-					default:
-						t.Errorf("during restart: %v", err)
-					}
-					mu.Unlock()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ok, unavailable int
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-			}()
-		}
-		time.Sleep(100 * time.Millisecond)
-		gs.GracefulStop() // GOAWAY, in-flight calls finish
-		startFake(t, sock, &fakeRuntime{})
-		deadline := time.Now().Add(hangBound)
-		for {
-			if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
-				break
+				_, err := client.Version(ctx, &runtimeapi.VersionRequest{})
+				mu.Lock()
+				switch status.Code(err) {
+				case codes.OK:
+					ok++
+				case codes.Unavailable:
+					unavailable++
+				default:
+					t.Errorf("during restart: %v", err)
+				}
+				mu.Unlock()
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("no recovery after the runtime restarted")
-			}
-			time.Sleep(20 * time.Millisecond)
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	gs.GracefulStop() // GOAWAY, in-flight calls finish
+	startFake(t, sock, &fakeRuntime{})
+	deadline := time.Now().Add(hangBound)
+	for {
+		if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err == nil {
+			break
 		}
-		time.Sleep(100 * time.Millisecond)
-		close(stop)
-		wg.Wait()
-		if ok == 0 {
-			t.Error("no call succeeded")
+		if time.Now().After(deadline) {
+			t.Fatal("no recovery after the runtime restarted")
 		}
-		t.Logf("%d calls OK, %d Unavailable during the restart", ok, unavailable)
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if ok == 0 {
+		t.Error("no call succeeded")
+	}
+	t.Logf("%d calls OK, %d Unavailable during the restart", ok, unavailable)
 }
 
 func TestRuntimeAbsentAnswersUnavailableWithReason(t *testing.T) {
 	sock := fakeSock(t)
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	for range 3 { // the first dial, then the backoff's quick answers
@@ -443,34 +435,32 @@ func TestRuntimeAbsentAnswersUnavailableWithReason(t *testing.T) {
 }
 
 func TestManyConcurrentSmallCalls(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		startFake(t, sock, &fakeRuntime{})
-		p := startProxy(t, relay, sock)
-		client := runtimeapi.NewRuntimeServiceClient(p.conn)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
-		var wg sync.WaitGroup
-		errs := make(chan error, 500)
-		for i := range 500 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				v, err := client.Version(ctx, &runtimeapi.VersionRequest{Version: fmt.Sprint(i)})
-				if err == nil && v.Version != fmt.Sprint(i) {
-					err = fmt.Errorf("call %d got the answer to %s", i, v.Version)
-				}
-				errs <- err
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	p := startProxy(t, sock)
+	client := runtimeapi.NewRuntimeServiceClient(p.conn)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 500)
+	for i := range 500 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := client.Version(ctx, &runtimeapi.VersionRequest{Version: fmt.Sprint(i)})
+			if err == nil && v.Version != fmt.Sprint(i) {
+				err = fmt.Errorf("call %d got the answer to %s", i, v.Version)
 			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
 }
 
 func TestImageCallsAreRelayedToTheImageEndpoint(t *testing.T) {
@@ -491,7 +481,7 @@ func TestImageCallsAreRelayedToTheImageEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2})
+	p := startProxyWith(t, b, ServerOptions{})
 	for method, want := range map[string]string{
 		"/runtime.v1.ImageService/ListImages":      "image",
 		"/runtime.v1.ImageService/FutureImageCall": "image",
@@ -517,7 +507,7 @@ func TestMetadataOfInterceptedCallsReachesHandler(t *testing.T) {
 		got <- md
 		return &runtimeapi.VersionResponse{RuntimeName: "local"}, nil
 	})
-	p := startProxy(t, RelayH2, sock, version)
+	p := startProxy(t, sock, version)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-1-2-01")
 	v, err := runtimeapi.NewRuntimeServiceClient(p.conn).Version(ctx, &runtimeapi.VersionRequest{})
 	if err != nil || v.RuntimeName != "local" {

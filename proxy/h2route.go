@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/backoff"
 )
 
 // route is where the relay sends a call.
@@ -54,8 +56,10 @@ func (r *router) route(path string) route {
 // runtime that is down is asked again after 50 ms, then less and less often
 // up to every 2 s, while calls in between answer Unavailable at once.
 type endpoint struct {
-	name string
-	dial func(ctx context.Context) (net.Conn, error)
+	name    string
+	path    string // the socket; empty for crishim's gRPC server
+	backoff backoff.Config
+	dial    func(ctx context.Context) (net.Conn, error)
 
 	mu       sync.Mutex
 	failures int
@@ -67,11 +71,19 @@ type endpoint struct {
 // it is not a latency budget.
 const dialTimeout = 5 * time.Second
 
-func unixEndpoint(name, path string) *endpoint {
+func unixEndpoint(name, path string, bo backoff.Config) *endpoint {
 	var d net.Dialer
-	return &endpoint{name: name, dial: func(ctx context.Context) (net.Conn, error) {
+	return &endpoint{name: name, path: path, backoff: bo, dial: func(ctx context.Context) (net.Conn, error) {
 		return d.DialContext(ctx, "unix", path)
 	}}
+}
+
+// resetBackoff lets the next call dial at once: the endpoint's socket was
+// created anew (Backend.Watch).
+func (e *endpoint) resetBackoff() {
+	e.mu.Lock()
+	e.failures, e.retryAt, e.lastErr = 0, time.Time{}, nil
+	e.mu.Unlock()
 }
 
 func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
@@ -96,7 +108,7 @@ func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
 	defer e.mu.Unlock()
 	if err != nil {
 		e.failures++
-		e.retryAt = time.Now().Add(backoffDelay(e.failures))
+		e.retryAt = time.Now().Add(backoffDelay(e.backoff, e.failures))
 		e.lastErr = fmt.Errorf("connect to the %s: %w", e.name, err)
 		return nil, e.lastErr
 	}
@@ -104,13 +116,13 @@ func (e *endpoint) connect(ctx context.Context) (net.Conn, error) {
 	return nc, nil
 }
 
-// backoffDelay follows reconnectBackoff, the grpc-go connections' policy.
-func backoffDelay(failures int) time.Duration {
-	d := float64(reconnectBackoff.BaseDelay)
-	for i := 1; i < failures && d < float64(reconnectBackoff.MaxDelay); i++ {
-		d *= reconnectBackoff.Multiplier
+// backoffDelay follows bo, the grpc-go connections' policy.
+func backoffDelay(bo backoff.Config, failures int) time.Duration {
+	d := float64(bo.BaseDelay)
+	for i := 1; i < failures && d < float64(bo.MaxDelay); i++ {
+		d *= bo.Multiplier
 	}
-	d = min(d, float64(reconnectBackoff.MaxDelay))
-	d *= 1 + reconnectBackoff.Jitter*(rand.Float64()*2-1)
+	d = min(d, float64(bo.MaxDelay))
+	d *= 1 + bo.Jitter*(rand.Float64()*2-1)
 	return time.Duration(d)
 }

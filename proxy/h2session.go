@@ -142,7 +142,6 @@ func newSession(r *relay, nc net.Conn) *session {
 	s.client.writeOurSettings(true)
 	s.conns = []*h2conn{s.client}
 	s.client.tap = &continuationTap{}
-	s.client.hr.blockTimeout = r.blockTimeout
 	return s
 }
 

@@ -24,7 +24,7 @@ import (
 func TestFramesForAnEndedCallAreIgnored(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	answered := func(id uint32) {
 		t.Helper()
@@ -192,7 +192,7 @@ func TestStaleRuntimeFrameMissesACallOnAnotherConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	p := startProxyWith(t, b, ServerOptions{Relay: RelayH2})
+	p := startProxyWith(t, b, ServerOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	if err := p.conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", NewFrame(nil), &Frame{}); err != nil {
@@ -227,7 +227,7 @@ func TestStaleRuntimeFrameMissesAnEndedStream(t *testing.T) {
 			close(strayed)
 		}
 	})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	c.callVersion(t, 1)
 	c.next(t, func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamEnded() })
@@ -263,7 +263,7 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
 	obs := &inFlight{}
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, Observe: obs})
+	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Observe: obs})
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -296,7 +296,7 @@ func TestInFlightCountNeverDipsBelowZero(t *testing.T) {
 func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 	sock := fakeSock(t)
 	startFake(t, sock, &fakeRuntime{})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	client := runtimeapi.NewRuntimeServiceClient(p.conn)
 	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
@@ -308,117 +308,5 @@ func TestUpstreamOutOfStreamIDsRedials(t *testing.T) {
 		if _, err := client.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
 			t.Fatalf("call %d after the last stream ID: %v", i+1, err)
 		}
-	}
-}
-
-// serveHeldCall serves sock with a runtime that holds its one call: started
-// is closed when the request is in, and the answer goes once release is.
-func serveHeldCall(t *testing.T, sock string) (started, release chan struct{}) {
-	started, release = make(chan struct{}), make(chan struct{})
-	serveHandler(t, sock, func(_ any, ss grpc.ServerStream) error {
-		var f Frame
-		if err := ss.RecvMsg(&f); err != nil {
-			return err
-		}
-		close(started)
-		select {
-		case <-release:
-		case <-time.After(hangBound):
-		}
-		return ss.SendMsg(NewFrame([]byte("done")))
-	})
-	return started, release
-}
-
-// TestShutdownWaitsForTheOnlyCallInFlight: a graceful shutdown closes a
-// connection once its calls are done, and a call alone in flight counts.
-func TestShutdownWaitsForTheOnlyCallInFlight(t *testing.T) {
-	sock := fakeSock(t)
-	started, release := serveHeldCall(t, sock)
-	p := startProxy(t, RelayH2, sock)
-	c := dialRaw(t, p.sock)
-	c.callVersion(t, 1)
-	<-started
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
-		p.server.Shutdown(ctx)
-	}()
-	defer func() { <-shut }()
-	// The first GOAWAY comes with a PING; its ack brings the second,
-	// after which the connection closes as soon as no call is open.
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("before the second GOAWAY: %v", err)
-		}
-		if pf, ok := f.(*http2.PingFrame); ok && !pf.IsAck() {
-			if err := c.fr.WritePing(true, pf.Data); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if ga, ok := f.(*http2.GoAwayFrame); ok && ga.LastStreamID == 1 {
-			break
-		}
-	}
-	close(release)
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("the call in flight during a graceful shutdown was cut off: %v", err)
-		}
-		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
-			return
-		}
-	}
-}
-
-// TestSecondGoAwayWithoutThePingAck: a client that never acks the shutdown
-// PING gets the second GOAWAY after goAwayTimeout all the same, with the
-// last stream crishim took; its call in flight finishes, then the
-// connection closes, long before the shutdown's deadline.
-func TestSecondGoAwayWithoutThePingAck(t *testing.T) {
-	sock := fakeSock(t)
-	started, release := serveHeldCall(t, sock)
-	p := startProxyWith(t, dialBackend(t, sock), ServerOptions{Relay: RelayH2, goAwayTimeout: 50 * time.Millisecond})
-	c := dialRaw(t, p.sock)
-	c.callVersion(t, 1)
-	<-started
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		ctx, cancel := context.WithTimeout(context.Background(), hangBound)
-		defer cancel()
-		p.server.Shutdown(ctx)
-	}()
-	var goAways []uint32
-	for len(goAways) < 2 {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("after GOAWAYs %v: %v", goAways, err)
-		}
-		if ga, ok := f.(*http2.GoAwayFrame); ok {
-			goAways = append(goAways, ga.LastStreamID)
-		}
-	}
-	if goAways[0] != h2MaxStreamID || goAways[1] != 1 {
-		t.Errorf("GOAWAYs with last stream IDs %v, want %d then 1", goAways, uint32(h2MaxStreamID))
-	}
-	close(release)
-	for {
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("the call in flight was cut off: %v", err)
-		}
-		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
-			break
-		}
-	}
-	select {
-	case <-shut:
-	case <-time.After(hangBound):
-		t.Fatal("Shutdown went on after the last call ended")
 	}
 }

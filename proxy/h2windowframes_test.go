@@ -15,7 +15,7 @@ func TestStreamWindowOverflowIsAFlowControlError(t *testing.T) {
 	sock := fakeSock(t)
 	// A runtime that takes the call and never answers: the stream stays open.
 	startRaw(t, sock, func(int, *http2.Framer, *hpack.Encoder, *bytes.Buffer, uint32) {})
-	p := startProxy(t, RelayH2, sock)
+	p := startProxy(t, sock)
 	c := dialRaw(t, p.sock)
 	c.headers(1)
 	if err := c.fr.WriteWindowUpdate(1, 1<<31-1); err != nil {

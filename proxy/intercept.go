@@ -20,12 +20,10 @@ type Method struct {
 	when       func() bool      // When
 }
 
-// When intercepts m only while cond holds, asked per call: otherwise the h2
+// When intercepts m only while cond holds, asked per call: otherwise the
 // relay passes the call through untouched, as if m were not intercepted. It
 // suits a method intercepted for a setting that reloads (the audit of the
 // kubelet's exec probes), whose calls must not be decoded while it is off.
-// The grpc relay decodes every call of m and runs its handler whatever cond
-// says, so the handler must behave as a pass-through while cond is false.
 func (m Method) When(cond func() bool) Method {
 	m.when = cond
 	return m

@@ -77,9 +77,9 @@ func LogStream(log *slog.Logger) grpc.StreamServerInterceptor {
 	}
 }
 
-// logRelayed logs a finished relayed call. Both relays use it: the grpc
-// relay through LogStream, the h2 relay directly (its calls reach no
-// interceptor).
+// logRelayed logs a finished relayed call: the relay's directly (its calls
+// reach no interceptor), the audited calls crishim's gRPC server relays
+// through LogStream.
 func logRelayed(ctx context.Context, log *slog.Logger, method string, start time.Time, code codes.Code, msg string) {
 	if log == nil {
 		return

@@ -104,40 +104,38 @@ func TestRoutingBySpelling(t *testing.T) {
 		{path: create + "%00", want: relayed},
 		{path: create + " ", want: relayed},
 	}
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		rec := startPathRecorder(t, sock)
-		var mu sync.Mutex
-		creates := 0
-		p := startProxy(t, relay, sock, Unary(create, func(context.Context, *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			creates++
-			return &runtimeapi.CreateContainerResponse{ContainerId: "from-crishim"}, nil
-		}))
-		for _, tt := range tests {
-			var out Frame
-			err := p.conn.Invoke(context.Background(), tt.path, NewFrame(nil), &out)
-			reached := rec.take()
-			mu.Lock()
-			local := creates
-			creates = 0
-			mu.Unlock()
-			switch tt.want {
-			case intercepted:
-				if err != nil || local != 1 || len(reached) != 0 {
-					t.Errorf("%q: err %v, crishim's handler ran %d times, the runtime saw %q; want it intercepted", tt.path, err, local, reached)
-				}
-			case relayed:
-				if err != nil || local != 0 || len(reached) != 1 || reached[0] != tt.path {
-					t.Errorf("%q: err %v, crishim's handler ran %d times, the runtime saw %q; want it relayed as it came", tt.path, err, local, reached)
-				}
-			case refused:
-				st := status.Convert(err)
-				if st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), tt.msg) || local != 0 || len(reached) != 0 {
-					t.Errorf("%q: %v, crishim's handler ran %d times, the runtime saw %q; want Unimplemented with %q and nothing run", tt.path, err, local, reached, tt.msg)
-				}
+	sock := fakeSock(t)
+	rec := startPathRecorder(t, sock)
+	var mu sync.Mutex
+	creates := 0
+	p := startProxy(t, sock, Unary(create, func(context.Context, *runtimeapi.CreateContainerRequest) (*runtimeapi.CreateContainerResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		creates++
+		return &runtimeapi.CreateContainerResponse{ContainerId: "from-crishim"}, nil
+	}))
+	for _, tt := range tests {
+		var out Frame
+		err := p.conn.Invoke(context.Background(), tt.path, NewFrame(nil), &out)
+		reached := rec.take()
+		mu.Lock()
+		local := creates
+		creates = 0
+		mu.Unlock()
+		switch tt.want {
+		case intercepted:
+			if err != nil || local != 1 || len(reached) != 0 {
+				t.Errorf("%q: err %v, crishim's handler ran %d times, the runtime saw %q; want it intercepted", tt.path, err, local, reached)
+			}
+		case relayed:
+			if err != nil || local != 0 || len(reached) != 1 || reached[0] != tt.path {
+				t.Errorf("%q: err %v, crishim's handler ran %d times, the runtime saw %q; want it relayed as it came", tt.path, err, local, reached)
+			}
+		case refused:
+			st := status.Convert(err)
+			if st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), tt.msg) || local != 0 || len(reached) != 0 {
+				t.Errorf("%q: %v, crishim's handler ran %d times, the runtime saw %q; want Unimplemented with %q and nothing run", tt.path, err, local, reached, tt.msg)
 			}
 		}
-	})
+	}
 }

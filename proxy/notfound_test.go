@@ -40,36 +40,34 @@ func TestNotFoundIsOK(t *testing.T) {
 		{id: "down", code: codes.Unavailable},
 		{id: "there", code: codes.OK, answer: []byte{0x9a, 0x06, 0x02, 'o', 'k'}},
 	}
-	forEachRelay(t, func(t *testing.T, relay RelayMode) {
-		sock := fakeSock(t)
-		startFake(t, sock, &fakeRuntime{})
-		var mu sync.Mutex
-		var seen []string
-		p := startProxy(t, relay, sock, NotFoundIsOK(stopContainerMethod, func(msg string) {
-			mu.Lock()
-			defer mu.Unlock()
-			seen = append(seen, msg)
-		}))
-		for _, tt := range tests {
-			req, err := proto.Marshal(&runtimeapi.StopContainerRequest{ContainerId: tt.id, Timeout: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out Frame
-			err = p.conn.Invoke(context.Background(), stopContainerMethod, NewFrame(req), &out)
-			if status.Code(err) != tt.code {
-				t.Errorf("%s: %v, want %v", tt.id, err, tt.code)
-			}
-			if err == nil && string(out.Bytes()) != string(tt.answer) {
-				t.Errorf("%s: answer %x, want %x", tt.id, out.Bytes(), tt.answer)
-			}
-			mu.Lock()
-			got := seen
-			seen = nil
-			mu.Unlock()
-			if tt.notFound != (len(got) == 1) || (tt.notFound && !strings.Contains(got[0], `"gone"`)) {
-				t.Errorf("%s: the hook saw %q", tt.id, got)
-			}
+	sock := fakeSock(t)
+	startFake(t, sock, &fakeRuntime{})
+	var mu sync.Mutex
+	var seen []string
+	p := startProxy(t, sock, NotFoundIsOK(stopContainerMethod, func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, msg)
+	}))
+	for _, tt := range tests {
+		req, err := proto.Marshal(&runtimeapi.StopContainerRequest{ContainerId: tt.id, Timeout: 3})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		var out Frame
+		err = p.conn.Invoke(context.Background(), stopContainerMethod, NewFrame(req), &out)
+		if status.Code(err) != tt.code {
+			t.Errorf("%s: %v, want %v", tt.id, err, tt.code)
+		}
+		if err == nil && string(out.Bytes()) != string(tt.answer) {
+			t.Errorf("%s: answer %x, want %x", tt.id, out.Bytes(), tt.answer)
+		}
+		mu.Lock()
+		got := seen
+		seen = nil
+		mu.Unlock()
+		if tt.notFound != (len(got) == 1) || (tt.notFound && !strings.Contains(got[0], `"gone"`)) {
+			t.Errorf("%s: the hook saw %q", tt.id, got)
+		}
+	}
 }

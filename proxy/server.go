@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -23,48 +22,34 @@ type ServerOptions struct {
 	// same socket.
 	Services []Service
 	// Unary and Stream interceptors wrap every call the gRPC server runs:
-	// intercepted calls and crishim.v1, and with RelayGRPC the relayed ones
-	// too (as streams). Calls the h2 relay passes through never reach them;
-	// Observe and Log see those. They are composed here, in this order, and
-	// nowhere else.
+	// intercepted calls, crishim.v1, and the audited calls of callers other
+	// than the kubelet (see Audited), those as streams. Calls the relay
+	// passes through never reach them; Observe and Log see those. They are
+	// composed here, in this order, and nowhere else.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
-	// Relay picks how pass-through calls travel; empty means RelayH2.
-	Relay RelayMode
-	// Observe and Log see the calls the h2 relay passes through, which
-	// no interceptor sees (the grpc relay runs them through Stream).
+	// Observe and Log see the calls the relay passes through, which no
+	// interceptor sees.
 	Observe CallObserver
 	Log     *slog.Logger
 	// StatsHandler sees the calls the gRPC server runs (tracing); nil
-	// adds nothing. Calls the h2 relay passes through never reach it.
+	// adds nothing. Calls the relay passes through never reach it.
 	StatsHandler stats.Handler
 	// Audited says which methods, called by anything but the kubelet,
 	// crishim's gRPC server must see to audit them (the caller, the IDs of
-	// the request and answer, the code). The h2 relay sends those calls
-	// there instead of relaying them; the kubelet's calls never take that
-	// detour. Nil: none.
+	// the request and answer, the code). The relay sends those calls there
+	// instead of relaying them, and the server relays them on (forward.go);
+	// the kubelet's calls never take that detour. Nil: none.
 	Audited func(fullMethod string) bool
 
-	// Tests shorten the h2 relay's bounds on peers; 0 means the default.
-	headerBlockTimeout time.Duration // headerBlockTimeout
-	goAwayTimeout      time.Duration // goAwayTimeout
+	// Tests shorten the relay's GOAWAY bound; 0 means goAwayTimeout (the
+	// timer tests run in a bubble, with the bounds as shipped).
+	goAwayTimeout time.Duration
 	// identify replaces identifyPeer: tests play the kubelet.
 	identify func(net.Conn) *caller.Process
 	// Tests set the clock of the protocol error warnings' rate limit.
 	warnClock func() time.Time
 }
-
-// RelayMode is how pass-through calls travel to the runtime.
-type RelayMode string
-
-const (
-	// RelayH2 relays HTTP/2 frames: no gRPC machinery on the path, the
-	// fast way and the default.
-	RelayH2 RelayMode = "h2"
-	// RelayGRPC relays raw messages through a grpc-go server and client:
-	// the fallback.
-	RelayGRPC RelayMode = "grpc"
-)
 
 // Service is a locally implemented gRPC service.
 type Service struct {
@@ -72,41 +57,31 @@ type Service struct {
 	Impl any
 }
 
-// Server is the kubelet-facing gRPC server.
+// Server is the kubelet-facing server: the relay, and behind it crishim's
+// gRPC server.
 type Server struct {
-	grpc  *grpc.Server
-	relay *relay // nil with RelayGRPC
+	relay *relay
 }
 
 // NewServer builds the server: intercepted methods and crishim's services
-// are registered, everything else goes to the raw relay to backend.
+// are registered with its gRPC server, everything else is relayed to
+// backend.
 func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	size := opts.MaxMessageSize
 	if size <= 0 {
 		size = DefaultMaxMessageSize
 	}
-	if opts.Relay == "" {
-		opts.Relay = RelayH2
-	}
-	if opts.Relay != RelayH2 && opts.Relay != RelayGRPC {
-		return nil, fmt.Errorf("relay %q: want %q or %q", opts.Relay, RelayH2, RelayGRPC)
-	}
-	// Both relays amend these answers.
+	// The relay amends these answers, and so does the gRPC server for
+	// the audited calls it relays.
 	rw, nf := rewrites(opts.Intercept), notFoundHooks(opts.Intercept)
-	creds := &callerCreds{identify: opts.identify}
-	if creds.identify == nil {
-		creds.identify = identifyPeer
-	}
-	if opts.Relay == RelayH2 {
-		creds.locals = newLocalCallers()
-	}
+	creds := &callerCreds{locals: newLocalCallers()}
 	sopts := []grpc.ServerOption{
 		grpc.Creds(creds),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.UnknownServiceHandler(backend.relayHandler(rw, nf)),
 		grpc.MaxRecvMsgSize(size),
 		grpc.MaxSendMsgSize(size),
-		// Advertised, and a larger list refused, as the h2 relay does.
+		// Advertised, and a larger list refused, as the relay does.
 		grpc.MaxHeaderListSize(maxHeaderListSize),
 		grpc.ChainUnaryInterceptor(opts.Unary...),
 		grpc.ChainStreamInterceptor(opts.Stream...),
@@ -125,11 +100,7 @@ func NewServer(backend *Backend, opts ServerOptions) (*Server, error) {
 	for _, svc := range opts.Services {
 		gs.RegisterService(svc.Desc, svc.Impl)
 	}
-	srv := &Server{grpc: gs}
-	if opts.Relay == RelayH2 {
-		srv.relay = newRelay(backend, gs, opts, rw, nf, size, creds)
-	}
-	return srv, nil
+	return &Server{relay: newRelay(backend, gs, opts, rw, nf, size, creds.locals)}, nil
 }
 
 // ServedMethods lists the full names of the methods the server handles
@@ -150,32 +121,12 @@ func ServedMethods(intercept []Method, services []Service) []string {
 
 // Serve accepts connections on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	if s.relay != nil {
-		return s.relay.serve(l)
-	}
-	if err := s.grpc.Serve(l); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	return nil
+	return s.relay.serve(l)
 }
 
 // Shutdown stops accepting calls and waits for in-flight ones to finish
 // until ctx is done; then it ends whatever is left (long-lived streams such
 // as GetContainerEvents never finish by themselves).
 func (s *Server) Shutdown(ctx context.Context) {
-	if s.relay != nil {
-		s.relay.shutdown(ctx)
-		return
-	}
-	done := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.grpc.Stop()
-		<-done
-	}
+	s.relay.shutdown(ctx)
 }

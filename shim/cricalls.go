@@ -70,10 +70,9 @@ func CRICallsAudited(level string) func(fullMethod string) bool {
 // connection's caller.
 //
 // They see every call crishim's gRPC server runs: the intercepted ones,
-// decoded, and the relayed ones as raw messages, which they decode only
-// for the fields that name a container or pod sandbox. With the h2 relay
-// only the audited calls of other callers come this way
-// (proxy.ServerOptions.Audited).
+// decoded, and the audited calls of other callers, which the relay sends
+// there (proxy.ServerOptions.Audited), as raw messages that they decode
+// only for the fields that name a container or pod sandbox.
 func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	audited := CRICallsAudited(s.opts.Audit.CRICalls())
 	watch := func(ctx context.Context, method string) (*caller.Process, bool) {

@@ -58,12 +58,12 @@ func (f *prefixRuntime) RemoveContainer(_ context.Context, in *runtimeapi.Remove
 }
 
 // serveAudited serves s as crishim does: its criCall interceptors, and the
-// h2 relay sending it the calls they audit.
-func serveAudited(t *testing.T, s *Shim, relay proxy.RelayMode) runtimeapi.RuntimeServiceClient {
+// relay sending it the calls they audit.
+func serveAudited(t *testing.T, s *Shim) runtimeapi.RuntimeServiceClient {
 	t.Helper()
 	unary, stream := s.CRICallInterceptors()
 	return serveShimWith(t, s, proxy.ServerOptions{
-		Intercept: s.Intercepted(), Services: s.Services(), Relay: relay,
+		Intercept: s.Intercepted(), Services: s.Services(),
 		Unary: []grpc.UnaryServerInterceptor{unary}, Stream: []grpc.StreamServerInterceptor{stream},
 		Audited: CRICallsAudited(s.opts.Audit.CRICalls()),
 	})
@@ -76,72 +76,70 @@ func serveAudited(t *testing.T, s *Shim, relay proxy.RelayMode) runtimeapi.Runti
 // and nothing is at level none.
 func TestCRICallsOfOtherCallersAreAudited(t *testing.T) {
 	const full = "abcdef0123456789"
-	for _, relay := range []proxy.RelayMode{proxy.RelayH2, proxy.RelayGRPC} {
-		for _, level := range []string{audit.CRICallsMutating, audit.CRICallsNone} {
-			t.Run(string(relay)+"/"+level, func(t *testing.T) {
-				path := filepath.Join(t.TempDir(), "audit.log")
-				l, err := audit.Open(audit.Config{Path: path, CRICalls: level}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-				if err != nil {
-					t.Fatal(err)
+	for _, level := range []string{audit.CRICallsMutating, audit.CRICallsNone} {
+		t.Run(level, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.log")
+			l, err := audit.Open(audit.Config{Path: path, CRICalls: level}, metrics.NewAudit(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &prefixRuntime{targetFakeRuntime: newTargetFake()}
+			f.add(full, "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+			s := New(serveFakeRuntime(t, f), Options{StopSignalMode: StopSignalNative, Audit: l})
+			rs := serveAudited(t, s)
+			ctx := context.Background()
+			if _, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: "abc"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: "abc"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: "nosuch"})
+			if status.Code(err) != codes.Unimplemented {
+				t.Fatalf("UpdateContainerResources: %v, want the fake's Unimplemented", err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err := audit.Decode(strings.NewReader(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if level == audit.CRICallsNone {
+				if len(evs) != 0 {
+					t.Fatalf("level none wrote %d events:\n%s", len(evs), b)
 				}
-				f := &prefixRuntime{targetFakeRuntime: newTargetFake()}
-				f.add(full, "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
-				s := New(serveFakeRuntime(t, f), Options{StopSignalMode: StopSignalNative, Audit: l})
-				rs := serveAudited(t, s, relay)
-				ctx := context.Background()
-				if _, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: "abc"}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: "abc"}); err != nil {
-					t.Fatal(err)
-				}
-				_, err = rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: "nosuch"})
-				if status.Code(err) != codes.Unimplemented {
-					t.Fatalf("UpdateContainerResources: %v, want the fake's Unimplemented", err)
-				}
-				b, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				evs, err := audit.Decode(strings.NewReader(string(b)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if level == audit.CRICallsNone {
-					if len(evs) != 0 {
-						t.Fatalf("level none wrote %d events:\n%s", len(evs), b)
+				return
+			}
+			type want struct{ method, id, code string }
+			wants := []want{
+				{runtimeapi.RuntimeService_StopContainer_FullMethodName, full, "OK"},
+				{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, full, "OK"},
+				{runtimeapi.RuntimeService_UpdateContainerResources_FullMethodName, "nosuch", "Unimplemented"},
+			}
+			if len(evs) != 2*len(wants) {
+				t.Fatalf("%d events, want a started and an ended one for each of %d calls:\n%s", len(evs), len(wants), b)
+			}
+			for i, w := range wants {
+				for _, ev := range evs[2*i : 2*i+2] {
+					c := ev.Caller
+					if ev.Kind != audit.KindCRICall || ev.Method != w.method || ev.ContainerID != w.id ||
+						c == nil || int(c.PID) != os.Getpid() || c.Kubelet || c.Exe == "" {
+						t.Errorf("event %+v (caller %+v); want %s of %s by this process", ev, c, w.method, w.id)
 					}
-					return
-				}
-				type want struct{ method, id, code string }
-				wants := []want{
-					{runtimeapi.RuntimeService_StopContainer_FullMethodName, full, "OK"},
-					{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, full, "OK"},
-					{runtimeapi.RuntimeService_UpdateContainerResources_FullMethodName, "nosuch", "Unimplemented"},
-				}
-				if len(evs) != 2*len(wants) {
-					t.Fatalf("%d events, want a started and an ended one for each of %d calls:\n%s", len(evs), len(wants), b)
-				}
-				for i, w := range wants {
-					for _, ev := range evs[2*i : 2*i+2] {
-						c := ev.Caller
-						if ev.Kind != audit.KindCRICall || ev.Method != w.method || ev.ContainerID != w.id ||
-							c == nil || int(c.PID) != os.Getpid() || c.Kubelet || c.Exe == "" {
-							t.Errorf("event %+v (caller %+v); want %s of %s by this process", ev, c, w.method, w.id)
-						}
-						if w.id == full && (ev.PodNamespace != "shop" || ev.PodName != "web" || ev.ContainerName != "app") {
-							t.Errorf("event %+v does not name the pod", ev)
-						}
-					}
-					if end := evs[2*i+1]; end.Stage != audit.StageEnded || end.Code != w.code {
-						t.Errorf("ended event %+v; want code %s", end, w.code)
+					if w.id == full && (ev.PodNamespace != "shop" || ev.PodName != "web" || ev.ContainerName != "app") {
+						t.Errorf("event %+v does not name the pod", ev)
 					}
 				}
-			})
-		}
+				if end := evs[2*i+1]; end.Stage != audit.StageEnded || end.Code != w.code {
+					t.Errorf("ended event %+v; want code %s", end, w.code)
+				}
+			}
+		})
 	}
 }
 

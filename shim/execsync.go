@@ -23,7 +23,8 @@ func (s *Shim) execSyncMethods() []proxy.Method {
 
 func (s *Shim) execSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	if !s.opts.Audit.ExecSync() {
-		// Only the grpc relay brings a call here while it is not audited.
+		// A reload turned the audit off after the relay routed the call
+		// here: pass it on as the relay would have.
 		return s.runtimeClient().ExecSync(toRuntime(ctx), req)
 	}
 	ev := audit.Event{Kind: audit.KindExecSync, ContainerID: req.GetContainerId(), Argv: req.GetCmd()}

@@ -58,11 +58,11 @@ func startNotFoundShim(t *testing.T, mode string, m *metrics.Idempotent) *Shim {
 	return s
 }
 
-// serveShim serves s on a socket the way crishim does, with relay, and
-// returns a CRI client to it.
-func serveShim(t *testing.T, s *Shim, relay proxy.RelayMode) runtimeapi.RuntimeServiceClient {
+// serveShim serves s on a socket the way crishim does, and returns a CRI
+// client to it.
+func serveShim(t *testing.T, s *Shim) runtimeapi.RuntimeServiceClient {
 	t.Helper()
-	return serveShimWith(t, s, proxy.ServerOptions{Intercept: s.Intercepted(), Services: s.Services(), Relay: relay})
+	return serveShimWith(t, s, proxy.ServerOptions{Intercept: s.Intercepted(), Services: s.Services()})
 }
 
 // serveShimWith serves s with opts on a socket of the test's, and returns a
@@ -120,28 +120,26 @@ func TestStopAndRemoveOfUnknownIDsSucceed(t *testing.T) {
 		}},
 	}
 	for _, mode := range []string{StopSignalNative, StopSignalEmulate} {
-		for _, relay := range []proxy.RelayMode{proxy.RelayH2, proxy.RelayGRPC} {
-			t.Run(mode+"/"+string(relay), func(t *testing.T) {
-				reg := prometheus.NewPedanticRegistry()
-				m := metrics.NewIdempotent(reg)
-				s := startNotFoundShim(t, mode, m)
-				rs := serveShim(t, s, relay)
-				for _, c := range calls {
-					if err := c.call(rs, "unknown"); err != nil {
-						t.Errorf("%s of an unknown ID: %v; want OK", c.method, err)
-					}
-					if err := c.call(rs, "down"); status.Code(err) != codes.Unavailable {
-						t.Errorf("%s with the runtime down: %v; want Unavailable", c.method, err)
-					}
+		t.Run(mode, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			m := metrics.NewIdempotent(reg)
+			s := startNotFoundShim(t, mode, m)
+			rs := serveShim(t, s)
+			for _, c := range calls {
+				if err := c.call(rs, "unknown"); err != nil {
+					t.Errorf("%s of an unknown ID: %v; want OK", c.method, err)
 				}
-				got := notFoundCounts(t, reg)
-				for _, c := range calls {
-					if n := got["/runtime.v1.RuntimeService/"+c.method]; n != 1 {
-						t.Errorf("%s: crishim_idempotent_notfound_total = %v, want 1", c.method, n)
-					}
+				if err := c.call(rs, "down"); status.Code(err) != codes.Unavailable {
+					t.Errorf("%s with the runtime down: %v; want Unavailable", c.method, err)
 				}
-			})
-		}
+			}
+			got := notFoundCounts(t, reg)
+			for _, c := range calls {
+				if n := got["/runtime.v1.RuntimeService/"+c.method]; n != 1 {
+					t.Errorf("%s: crishim_idempotent_notfound_total = %v, want 1", c.method, n)
+				}
+			}
+		})
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 )
 
 // ServerHandler traces the calls of the methods given (those crishim
-// serves itself) and no other: a call the grpc relay passes through keeps
-// its trace context exactly as the kubelet sent it. nil when tracing is off.
+// serves itself) and no other: a call crishim's gRPC server relays (the
+// audited calls of other callers) keeps its trace context exactly as the
+// caller sent it. nil when tracing is off.
 func (t *Tracing) ServerHandler(methods []string) stats.Handler {
 	if t == nil {
 		return nil
@@ -28,8 +29,8 @@ func (t *Tracing) ServerHandler(methods []string) stats.Handler {
 
 // ClientHandler traces the calls crishim makes to the runtime within one
 // of its own spans, so the runtime sees crishim's span as the parent. Calls
-// without one (the grpc relay's, whose context holds at most the caller's
-// remote span) pass untouched. nil when tracing is off.
+// without one (the audited calls crishim's gRPC server relays, whose
+// context holds at most the caller's remote span) pass untouched. nil when tracing is off.
 func (t *Tracing) ClientHandler() stats.Handler {
 	if t == nil {
 		return nil

@@ -86,7 +86,7 @@ func startRuntime(t *testing.T) (*fakeRuntime, string) {
 
 // startCrishim wires the proxy, the shim and tracing as cmd/crishim does,
 // in front of the runtime at sock, and returns a client of it.
-func startCrishim(t *testing.T, relay proxy.RelayMode, tr *tracing.Tracing, sock string) runtimeapi.RuntimeServiceClient {
+func startCrishim(t *testing.T, tr *tracing.Tracing, sock string) runtimeapi.RuntimeServiceClient {
 	t.Helper()
 	backend, err := proxy.Dial(proxy.BackendOptions{RuntimeEndpoint: "unix://" + sock, StatsHandler: tr.ClientHandler()})
 	if err != nil {
@@ -98,7 +98,6 @@ func startCrishim(t *testing.T, relay proxy.RelayMode, tr *tracing.Tracing, sock
 	srv, err := proxy.NewServer(backend, proxy.ServerOptions{
 		Intercept:    intercepted,
 		Services:     sh.Services(),
-		Relay:        relay,
 		StatsHandler: tr.ServerHandler(proxy.ServedMethods(intercepted, sh.Services())),
 	})
 	if err != nil {
@@ -139,12 +138,6 @@ func callBoth(t *testing.T, c runtimeapi.RuntimeServiceClient) {
 	}
 }
 
-func forEachRelay(t *testing.T, test func(t *testing.T, relay proxy.RelayMode)) {
-	for _, relay := range []proxy.RelayMode{proxy.RelayH2, proxy.RelayGRPC} {
-		t.Run(string(relay), func(t *testing.T) { test(t, relay) })
-	}
-}
-
 // wantHeader checks that the runtime saw exactly one value for key.
 func wantHeader(t *testing.T, md metadata.MD, method, key, want string) {
 	t.Helper()
@@ -157,15 +150,13 @@ func wantHeader(t *testing.T, md metadata.MD, method, key, want string) {
 // runtime sees the kubelet's trace context byte for byte, on relayed and
 // intercepted calls alike.
 func TestTraceContextPassesThroughWithTracingOff(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay proxy.RelayMode) {
-		rt, sock := startRuntime(t)
-		callBoth(t, startCrishim(t, relay, nil, sock))
-		for _, method := range []string{"Version", "ListContainers", "StartContainer"} {
-			md := rt.seen(method)
-			wantHeader(t, md, method, "traceparent", kubeletTraceparent)
-			wantHeader(t, md, method, "tracestate", kubeletTracestate)
-		}
-	})
+	rt, sock := startRuntime(t)
+	callBoth(t, startCrishim(t, nil, sock))
+	for _, method := range []string{"Version", "ListContainers", "StartContainer"} {
+		md := rt.seen(method)
+		wantHeader(t, md, method, "traceparent", kubeletTraceparent)
+		wantHeader(t, md, method, "tracestate", kubeletTracestate)
+	}
 }
 
 // TestTraceContextWithTracingOn: relayed calls still carry the kubelet's
@@ -173,43 +164,41 @@ func TestTraceContextPassesThroughWithTracingOff(t *testing.T) {
 // span under the kubelet's and a client span under that, which the
 // runtime sees as its parent, in the kubelet's trace.
 func TestTraceContextWithTracingOn(t *testing.T) {
-	forEachRelay(t, func(t *testing.T, relay proxy.RelayMode) {
-		exp := tracetest.NewInMemoryExporter()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
-		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		rt, sock := startRuntime(t)
-		callBoth(t, startCrishim(t, relay, tracing.NewForTest(tp), sock))
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	rt, sock := startRuntime(t)
+	callBoth(t, startCrishim(t, tracing.NewForTest(tp), sock))
 
-		md := rt.seen("Version")
-		wantHeader(t, md, "Version", "traceparent", kubeletTraceparent)
-		wantHeader(t, md, "Version", "tracestate", kubeletTracestate)
+	md := rt.seen("Version")
+	wantHeader(t, md, "Version", "traceparent", kubeletTraceparent)
+	wantHeader(t, md, "Version", "tracestate", kubeletTracestate)
 
-		// The server span ends once the answer is on its way, which may be
-		// after the client has it: wait for the span, not for a time.
-		spans := spansOnceEnded(t, exp, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
-		server := findSpan(t, spans, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
-		if got := server.Parent.SpanID().String(); got != kubeletSpanID || server.SpanContext.TraceID().String() != kubeletTraceID {
-			t.Errorf("crishim's server span: trace %s parent %s, want the kubelet's %s %s", server.SpanContext.TraceID(), got, kubeletTraceID, kubeletSpanID)
+	// The server span ends once the answer is on its way, which may be
+	// after the client has it: wait for the span, not for a time.
+	spans := spansOnceEnded(t, exp, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
+	server := findSpan(t, spans, "runtime.v1.RuntimeService/StartContainer", trace.SpanKindServer)
+	if got := server.Parent.SpanID().String(); got != kubeletSpanID || server.SpanContext.TraceID().String() != kubeletTraceID {
+		t.Errorf("crishim's server span: trace %s parent %s, want the kubelet's %s %s", server.SpanContext.TraceID(), got, kubeletTraceID, kubeletSpanID)
+	}
+	for _, method := range []string{"ListContainers", "StartContainer"} {
+		client := findSpan(t, spans, "runtime.v1.RuntimeService/"+method, trace.SpanKindClient)
+		if client.Parent.SpanID() != server.SpanContext.SpanID() {
+			t.Errorf("client span %s: parent %s, want crishim's server span %s", method, client.Parent.SpanID(), server.SpanContext.SpanID())
 		}
-		for _, method := range []string{"ListContainers", "StartContainer"} {
-			client := findSpan(t, spans, "runtime.v1.RuntimeService/"+method, trace.SpanKindClient)
-			if client.Parent.SpanID() != server.SpanContext.SpanID() {
-				t.Errorf("client span %s: parent %s, want crishim's server span %s", method, client.Parent.SpanID(), server.SpanContext.SpanID())
-			}
-			md := rt.seen(method)
-			sc := remoteContext(md)
-			if sc.TraceID().String() != kubeletTraceID || sc.SpanID() != client.SpanContext.SpanID() || !sc.IsSampled() {
-				t.Errorf("%s: the runtime saw traceparent %q, want trace %s with crishim's client span %s as parent",
-					method, md.Get("traceparent"), kubeletTraceID, client.SpanContext.SpanID())
-			}
-			wantHeader(t, md, method, "tracestate", kubeletTracestate)
+		md := rt.seen(method)
+		sc := remoteContext(md)
+		if sc.TraceID().String() != kubeletTraceID || sc.SpanID() != client.SpanContext.SpanID() || !sc.IsSampled() {
+			t.Errorf("%s: the runtime saw traceparent %q, want trace %s with crishim's client span %s as parent",
+				method, md.Get("traceparent"), kubeletTraceID, client.SpanContext.SpanID())
 		}
-		for _, s := range spans {
-			if strings.HasSuffix(s.Name, "/Version") {
-				t.Errorf("a relayed call made span %q", s.Name)
-			}
+		wantHeader(t, md, method, "tracestate", kubeletTracestate)
+	}
+	for _, s := range spans {
+		if strings.HasSuffix(s.Name, "/Version") {
+			t.Errorf("a relayed call made span %q", s.Name)
 		}
-	})
+	}
 }
 
 // TestCollectorReceivesCrishimSpans: spans reach an OTLP collector through
@@ -221,7 +210,7 @@ func TestCollectorReceivesCrishimSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sock := startRuntime(t)
-	callBoth(t, startCrishim(t, proxy.RelayH2, tr, sock))
+	callBoth(t, startCrishim(t, tr, sock))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(ctx); err != nil {
@@ -255,7 +244,7 @@ func TestCollectorDownCallsSucceed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sock := startRuntime(t)
-	c := startCrishim(t, proxy.RelayH2, tr, sock)
+	c := startCrishim(t, tr, sock)
 	for range 100 {
 		callBoth(t, c)
 	}

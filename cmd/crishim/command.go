@@ -101,7 +101,7 @@ func newRootCommand(opts *rootOptions) *cobra.Command {
 			return serve(opts)
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{removedFlag(err)} })
 	root.Flags().SortFlags = false
 	root.PersistentFlags().SortFlags = false
 	// Persistent, so that `crishim --listen X config dump` shows X.

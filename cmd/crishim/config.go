@@ -67,6 +67,9 @@ func (s source) load() (loaded, error) {
 		}
 		ld.data = data
 		f, err := flagfile.Parse(s.file, data, ld.fs)
+		if uk := (*flagfile.UnknownKeyError)(nil); errors.As(err, &uk) && removedKeys[uk.Key] != "" {
+			return ld, fmt.Errorf("%s:%d: the %s key was %s; delete the key", uk.Path, uk.Line, uk.Key, removedKeys[uk.Key])
+		}
 		if err != nil {
 			return ld, err
 		}
@@ -86,6 +89,24 @@ func (s source) load() (loaded, error) {
 		return ld, err
 	}
 	return ld, nil
+}
+
+// removedKeys are the settings a release removed, each with when and why: a
+// file or command line that still names one is refused saying so and what
+// to do, rather than as an unknown key.
+var removedKeys = map[string]string{
+	"relay": "removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone)",
+}
+
+// removedFlag explains a flag of the command line that names a removed
+// key; other errors pass as they are.
+func removedFlag(err error) error {
+	if ne := (*pflag.NotExistError)(nil); errors.As(err, &ne) {
+		if msg := removedKeys[ne.GetSpecifiedName()]; msg != "" {
+			return fmt.Errorf("--%s was %s; drop the flag", ne.GetSpecifiedName(), msg)
+		}
+	}
+	return err
 }
 
 // values are the settings in force, by key, as the config file spells them.

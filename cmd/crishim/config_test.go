@@ -25,7 +25,7 @@ func writeConfig(t *testing.T, content string) string {
 func TestConfigMerge(t *testing.T) {
 	file := writeConfig(t, `version = 1
 log-level = "debug"
-relay = "grpc"
+log-format = "json"
 containerd-address = "/file/containerd.sock"
 stream-max-tokens = 7
 record-input = true
@@ -36,10 +36,10 @@ shutdown-timeout = "3s"
 		args []string
 		want map[string]string
 	}{
-		{"file only", nil, map[string]string{"log-level": "debug", "relay": "grpc", "containerd-address": "/file/containerd.sock", "stream-max-tokens": "7", "record-input": "true", "shutdown-timeout": "3s"}},
-		{"flags win", []string{"--log-level", "warn", "--stream-max-tokens=9", "--record-input=false"}, map[string]string{"log-level": "warn", "relay": "grpc", "stream-max-tokens": "9", "record-input": "false"}},
+		{"file only", nil, map[string]string{"log-level": "debug", "log-format": "json", "containerd-address": "/file/containerd.sock", "stream-max-tokens": "7", "record-input": "true", "shutdown-timeout": "3s"}},
+		{"flags win", []string{"--log-level", "warn", "--stream-max-tokens=9", "--record-input=false"}, map[string]string{"log-level": "warn", "log-format": "json", "stream-max-tokens": "9", "record-input": "false"}},
 		{"empty flag wins", []string{"--containerd-address", ""}, map[string]string{"containerd-address": ""}},
-		{"untouched keys keep defaults", nil, map[string]string{"listen": "/run/crishim/crishim.sock", "log-format": "text"}},
+		{"untouched keys keep defaults", nil, map[string]string{"listen": "/run/crishim/crishim.sock", "metrics-address": "127.0.0.1:9847"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,10 +59,10 @@ shutdown-timeout = "3s"
 	defer func(p string) { defaultConfigPath = p }(defaultConfigPath)
 	defaultConfigPath = file
 	ld, err := loadArgs(nil)
-	if err != nil || ld.values()["relay"] != "grpc" {
-		t.Errorf("default path not read: %v, relay %q", err, ld.values()["relay"])
+	if err != nil || ld.values()["log-format"] != "json" {
+		t.Errorf("default path not read: %v, log-format %q", err, ld.values()["log-format"])
 	}
-	if ld, err := loadArgs([]string{"--config", ""}); err != nil || ld.values()["relay"] != "h2" {
+	if ld, err := loadArgs([]string{"--config", ""}); err != nil || ld.values()["log-format"] != "text" {
 		t.Errorf(`--config "" read a file: %v`, err)
 	}
 }
@@ -74,7 +74,7 @@ func TestConfigErrors(t *testing.T) {
 		name, content, want string
 	}{
 		{"unknown key", "version = 1\n\nlog-levle = \"debug\"\n", `:3: unknown key "log-levle" (did you mean "log-level"?)`},
-		{"bad value", "version = 1\nrelay = \"h2\"\nlog-level = \"loud\"\n", `:3: key "log-level": "loud": want debug, info, warn or error`},
+		{"bad value", "version = 1\nlog-format = \"json\"\nlog-level = \"loud\"\n", `:3: key "log-level": "loud": want debug, info, warn or error`},
 		{"bad enum", "version = 1\nstop-signal-mode = \"always\"\n", `:2: key "stop-signal-mode": "always"`},
 		{"negative", "version = 1\n\n\naudit-log-maxsize = -1\n", `:4: key "audit-log-maxsize": "-1": must not be negative`},
 		{"bad duration", "version = 1\nshutdown-timeout = \"soon\"\n", `:2: key "shutdown-timeout": "soon"`},
@@ -89,6 +89,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no version", "listen = \"x\"\n", `no version key`},
 		{"other version", "version = 2\n", `:1: version = the integer 2`},
 		{"not a settings key", "version = 1\nconfig = \"/x\"\n", `:2: unknown key "config"`},
+		{"removed key", "version = 1\n\nrelay = \"h2\"\n", `:3: the relay key was removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone); delete the key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,12 +148,12 @@ func TestConfigDefault(t *testing.T) {
 // TestConfigDump: dump shows the settings in force, flags after the
 // command included, and is itself valid input that dumps the same.
 func TestConfigDump(t *testing.T) {
-	file := writeConfig(t, "version = 1\nrelay = \"grpc\"\nnode-name = \"n1\"\n")
+	file := writeConfig(t, "version = 1\nlog-format = \"json\"\nnode-name = \"n1\"\n")
 	dump, code := runCLI(t, "--config", file, "config", "dump", "--log-level=debug", "--runtime-endpoint", "unix:///x/c.sock")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, dump)
 	}
-	for _, want := range []string{`relay = "grpc"`, `log-level = "debug"`, `node-name = "n1"`,
+	for _, want := range []string{`log-format = "json"`, `log-level = "debug"`, `node-name = "n1"`,
 		`containerd-address = "/x/c.sock"`, `image-endpoint = "unix:///x/c.sock"`, "max-message-size = 16777216", "record-input = false"} {
 		if !strings.Contains(dump, "\n"+want+"\n") {
 			t.Errorf("dump lacks %s:\n%s", want, dump)
@@ -163,7 +164,7 @@ func TestConfigDump(t *testing.T) {
 	if code != 0 || body(again) != body(dump) {
 		t.Errorf("the dump read back dumps differently (exit %d):\n%s\nwant\n%s", code, again, dump)
 	}
-	if out, code := runCLI(t, "--config", writeConfig(t, "version = 1\nrelay = \"h3\"\n"), "config", "dump"); code != 2 || !strings.Contains(out, `:2: key "relay"`) {
+	if out, code := runCLI(t, "--config", writeConfig(t, "version = 1\nlog-format = \"xml\"\n"), "config", "dump"); code != 2 || !strings.Contains(out, `:2: key "log-format"`) {
 		t.Errorf("dump of a bad file: exit %d\n%s", code, out)
 	}
 }
@@ -186,10 +187,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"completion", "fish"}, 0, "complete -c crishim"},
 		{[]string{"serve"}, 2, `unknown command "serve"`},
 		{[]string{"--listen"}, 2, "flag needs an argument"},
-		{[]string{"--relay=h3"}, 2, `invalid argument "h3" for "--relay" flag: want h2 or grpc`},
+		{[]string{"--log-format=xml"}, 2, `invalid argument "xml" for "--log-format" flag: want text or json`},
+		{[]string{"--relay=grpc"}, 2, "--relay was removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone); drop the flag"},
+		{[]string{"config", "dump", "--relay", "h2"}, 2, "--relay was removed in 0.1.0"},
 		{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
 		{[]string{"config"}, 2, "want a command"},
-		{[]string{"config", "dump", "--config=", "--relay", "grpc"}, 0, `relay = "grpc"`},
+		{[]string{"config", "dump", "--config=", "--log-format", "json"}, 0, `log-format = "json"`},
 	}
 	for _, tt := range tests {
 		out, code := runCLI(t, tt.args...)

@@ -27,7 +27,6 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	logFormat       string
-	relay           string
 	target          targetConfig
 	stopSignal      stopSignalConfig
 	streaming       streamingConfig
@@ -119,7 +118,7 @@ func lookup(nfs *cliflag.NamedFlagSets, name string) *pflag.Flag {
 }
 
 // registerRuntime registers the flags of crishim's two ends, the socket
-// it serves and the runtime it forwards to, and of the relay between.
+// it serves and the runtime it forwards to.
 func (c *config) registerRuntime(fs *pflag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", "/run/crishim/crishim.sock", "the CRI socket to serve (mode 0660): /path or unix:///path")
 	checkValue(fs, "listen", validEndpoint)
@@ -136,8 +135,6 @@ func (c *config) registerRuntime(fs *pflag.FlagSet) {
 	checkValue(fs, "max-message-size", positive)
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long in-flight calls may take to finish")
 	checkValue(fs, "shutdown-timeout", nonNegative)
-	fs.StringVar(&c.relay, "relay", string(proxy.RelayH2), "how pass-through calls travel: h2 (HTTP/2 frame relay) or grpc (grpc-go relay, the fallback)")
-	checkValue(fs, "relay", oneOf(string(proxy.RelayH2), string(proxy.RelayGRPC)))
 }
 
 func (c *config) registerMetrics(fs *pflag.FlagSet) {

@@ -40,9 +40,8 @@ func listenCRI(cfg *config, backend *proxy.Backend, sh *shim.Shim, auditLog *aud
 		Services:       sh.Services(),
 		Unary:          []grpc.UnaryServerInterceptor{m.UnaryInterceptor(), auditUnary, proxy.LogUnary(log)},
 		Stream:         []grpc.StreamServerInterceptor{m.StreamInterceptor(), auditStream, proxy.LogStream(log)},
-		Relay:          proxy.RelayMode(cfg.relay),
 		Audited:        shim.CRICallsAudited(auditLog.CRICalls()),
-		// Calls the h2 relay passes through reach no interceptor: they
+		// Calls the relay passes through reach no interceptor: they
 		// are counted into the same series and logged at the same levels.
 		Observe:      m,
 		Log:          log,
@@ -106,7 +105,7 @@ func (s *servers) serve() <-chan error {
 
 // announceServing tells the log, and systemd, that crishim serves.
 func announceServing(cfg *config, s *servers, log *slog.Logger) {
-	log.Info("crishim serving", "version", version, "listen", s.socket.Path(), "relay", cfg.relay,
+	log.Info("crishim serving", "version", version, "listen", s.socket.Path(),
 		"runtime_endpoint", cfg.runtimeEndpoint, "image_endpoint", cfg.imageEndpoint, "metrics", metricsAddr(s.metrics), "streaming", streamingURL(s.streams))
 	// The socket accepts calls since Serve: a Type=notify unit
 	// starts what is ordered after it (the kubelet) only now.

@@ -107,49 +107,45 @@ func TestCrictlExecFromALoginSession(t *testing.T) {
 
 // TestCrictlRmIsAuditedWithItsCaller: `crictl stop` and `crictl rm` by hand
 // are audited (kind criCall) with their caller, the full ID of the
-// container crictl named by a prefix, and the code, through both relays;
+// container crictl named by a prefix, and the code;
 // `crictl ps` (it only reads) is not. The by-caller metric counts them as
 // "other".
 func TestCrictlRmIsAuditedWithItsCaller(t *testing.T) {
-	for _, relay := range []string{"h2", "grpc"} {
-		t.Run(relay, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "audit.log")
-			d := startCrishim(t, testbed.Endpoint, "--audit-log", path, "--relay", relay)
-			rs, _ := criClients(t, d.Endpoint)
-			_, _, ctrID := podWithContainer(t, rs, "rm-"+relay, sleeperScript)
+	path := filepath.Join(t.TempDir(), "audit.log")
+	d := startCrishim(t, testbed.Endpoint, "--audit-log", path)
+	rs, _ := criClients(t, d.Endpoint)
+	_, _, ctrID := podWithContainer(t, rs, "rm", sleeperScript)
 
-			crictlAsOperator(t, d.Endpoint, "ps", "-a")
-			crictlAsOperator(t, d.Endpoint, "stop", "--timeout", "0", ctrID[:12])
-			crictlAsOperator(t, d.Endpoint, "rm", ctrID[:12])
+	crictlAsOperator(t, d.Endpoint, "ps", "-a")
+	crictlAsOperator(t, d.Endpoint, "stop", "--timeout", "0", ctrID[:12])
+	crictlAsOperator(t, d.Endpoint, "rm", ctrID[:12])
 
-			for _, m := range []struct {
-				method, arg string
-			}{
-				{runtimeapi.RuntimeService_StopContainer_FullMethodName, "stop"},
-				{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, "rm"},
-			} {
-				ev := auditEvent(t, path, m.method+"'s ended event", func(ev audit.Event) bool {
-					return ev.Kind == audit.KindCRICall && ev.Method == m.method && ev.Stage == audit.StageEnded && isOperatorsCrictl(ev.Caller, m.arg)
-				})
-				if ev.ContainerID != ctrID || ev.ContainerName != "app" || ev.Code != "OK" {
-					t.Errorf("%s event %+v: want container %s (app), code OK", m.method, ev, ctrID)
-				}
-			}
-			for _, ev := range readAudit(t, path) {
-				if ev.Kind == audit.KindCRICall && isOperatorsCrictl(ev.Caller) && strings.HasPrefix(ev.Method, "/runtime.v1.RuntimeService/List") {
-					t.Errorf("a read-only call is audited: %+v", ev)
-				}
-			}
-			values := scrape(t, d.Metrics)
-			for _, method := range []string{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, runtimeapi.RuntimeService_ListContainers_FullMethodName} {
-				sample := fmt.Sprintf(`crishim_cri_calls_by_caller_total{caller="other",code="OK",method=%q}`, method)
-				if values[sample] < 1 {
-					t.Errorf("%s = %v, want at least 1", sample, values[sample])
-				}
-				if v, ok := values[strings.Replace(sample, "other", "kubelet", 1)]; ok {
-					t.Errorf("no kubelet called, but the kubelet's %s = %v", method, v)
-				}
-			}
+	for _, m := range []struct {
+		method, arg string
+	}{
+		{runtimeapi.RuntimeService_StopContainer_FullMethodName, "stop"},
+		{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, "rm"},
+	} {
+		ev := auditEvent(t, path, m.method+"'s ended event", func(ev audit.Event) bool {
+			return ev.Kind == audit.KindCRICall && ev.Method == m.method && ev.Stage == audit.StageEnded && isOperatorsCrictl(ev.Caller, m.arg)
 		})
+		if ev.ContainerID != ctrID || ev.ContainerName != "app" || ev.Code != "OK" {
+			t.Errorf("%s event %+v: want container %s (app), code OK", m.method, ev, ctrID)
+		}
+	}
+	for _, ev := range readAudit(t, path) {
+		if ev.Kind == audit.KindCRICall && isOperatorsCrictl(ev.Caller) && strings.HasPrefix(ev.Method, "/runtime.v1.RuntimeService/List") {
+			t.Errorf("a read-only call is audited: %+v", ev)
+		}
+	}
+	values := scrape(t, d.Metrics)
+	for _, method := range []string{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, runtimeapi.RuntimeService_ListContainers_FullMethodName} {
+		sample := fmt.Sprintf(`crishim_cri_calls_by_caller_total{caller="other",code="OK",method=%q}`, method)
+		if values[sample] < 1 {
+			t.Errorf("%s = %v, want at least 1", sample, values[sample])
+		}
+		if v, ok := values[strings.Replace(sample, "other", "kubelet", 1)]; ok {
+			t.Errorf("no kubelet called, but the kubelet's %s = %v", method, v)
+		}
 	}
 }

@@ -89,9 +89,9 @@ func TestRecoveryWhenContainerdRestarts(t *testing.T) {
 		_, err := rs.Version(ctx, "v1")
 		return err
 	})
-	// /readyz asks through the backend's own gRPC connection, which redials on its own
-	// backoff (at most 2 s): it may lag the relay's first answer by that much, as
-	// docs/architecture.md says.
+	// /readyz asks through the backend's own gRPC connection, which reconnects when
+	// containerd's socket is created anew, as the relay does (docs/architecture.md);
+	// it may still lag the relay's first answer by a reconnect.
 	eventually(t, "/readyz after containerd restart", func() error {
 		if code := readyz(t, d); code != http.StatusOK {
 			return fmt.Errorf("/readyz = %d", code)

@@ -116,7 +116,7 @@ func Parse(path string, data []byte, fs *pflag.FlagSet) (*File, error) {
 		}
 		fl := fs.Lookup(kl.key)
 		if fl == nil {
-			return nil, fmt.Errorf("%s:%d: unknown key %q%s", path, kl.line, kl.key, suggest(kl.key, fs))
+			return nil, &UnknownKeyError{Path: path, Line: kl.line, Key: kl.key, hint: suggest(kl.key, fs)}
 		}
 		s, err := valueString(fl, v)
 		if err != nil {
@@ -128,6 +128,19 @@ func Parse(path string, data []byte, fs *pflag.FlagSet) (*File, error) {
 		return nil, fmt.Errorf("%s: no %s key: the file must say which format it is written in (%s = %d)", path, versionKey, versionKey, Version)
 	}
 	return f, nil
+}
+
+// UnknownKeyError is a key of the file that names no flag: a typo, or a
+// key a later version removed, which the program may explain better.
+type UnknownKeyError struct {
+	Path string
+	Line int
+	Key  string
+	hint string // the flag it may have meant
+}
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("%s:%d: unknown key %q%s", e.Path, e.Line, e.Key, e.hint)
 }
 
 // Apply sets fs's flags to the file's values with their Value.Set, which
