@@ -42,6 +42,14 @@ func reloadable(key string) bool {
 	return slices.ContainsFunc(reloads, func(rl reload) bool { return slices.Contains(rl.keys, key) })
 }
 
+// auditLog is the audit log as a reload reaches it: its reloadable
+// settings, and a reopen after rotation. *audit.Log is one; the tests see
+// what a reload hands it. A nil auditLog is none.
+type auditLog interface {
+	Reconfigure(audit.Config)
+	Reopen()
+}
+
 // reloadPoll is how often the config file and the allowlist file are
 // looked at. Edits are rare; reading a small file every few seconds costs
 // nothing and needs no inotify watch, which a ConfigMap's symlink swaps
@@ -64,14 +72,14 @@ type reloader struct {
 	data       []byte            // the config file as last read
 	unreadable bool              // reading it failed at the last poll
 	policy     *allowlist.Policy
-	audit      *audit.Log
+	audit      auditLog
 	metrics    *metrics.Config
 	log        *slog.Logger
 }
 
 // start watches until ctx ends, beginning from the settings of ld (in
 // force now) and acting on the parts that can change live.
-func (r *reloader) start(ctx context.Context, ld loaded, policy *allowlist.Policy, auditLog *audit.Log, m *metrics.Config, log *slog.Logger) {
+func (r *reloader) start(ctx context.Context, ld loaded, policy *allowlist.Policy, auditLog auditLog, m *metrics.Config, log *slog.Logger) {
 	r.running, r.data = ld.values(), ld.data
 	r.policy, r.audit, r.metrics = policy, auditLog, m
 	r.log = log.With("feature", "config")
@@ -92,7 +100,9 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 		case <-r.hup:
 			// As nginx's operators expect: SIGHUP after a rotation reopens
 			// the audit log (a rename is also seen at the next event).
-			r.audit.Reopen()
+			if r.audit != nil {
+				r.audit.Reopen()
+			}
 			r.reload("SIGHUP")
 		case <-tick.C:
 			r.check()
@@ -147,16 +157,29 @@ func (r *reloader) reload(why string) {
 	next := ld.values()
 	var changed, restart []string
 	for _, k := range slices.Sorted(maps.Keys(next)) {
-		if next[k] == r.running[k] {
-			continue
-		}
-		if reloadable(k) {
+		switch {
+		case next[k] == r.running[k]:
+		case reloadable(k):
 			changed = append(changed, k)
-			r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
-			r.running[k] = next[k]
-			continue
+		default:
+			restart = append(restart, k)
 		}
-		restart = append(restart, k)
+	}
+	// What the features apply is the settings in force with only their
+	// declared keys changed: a key left out of its feature's list is not
+	// put in force behind the log's "needs a restart".
+	for _, k := range restart {
+		if err := ld.fs.Set(k, r.running[k]); err != nil {
+			r.metrics.Reload(false)
+			r.log.Error("configuration not reloaded; the settings in force stay", "trigger", why, "key", k, "err", err)
+			return
+		}
+	}
+	for _, k := range changed {
+		r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
+		r.running[k] = next[k]
+	}
+	for _, k := range restart {
 		r.log.Warn("setting changed; it needs a restart to take effect", "key", k, "running", r.running[k], "configured", next[k])
 	}
 	for _, rl := range reloads {
