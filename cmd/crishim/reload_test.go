@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,26 +23,8 @@ import (
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/test/lockedbuf"
 )
-
-// lockedBuffer is a log sink the reloader's goroutine writes while the
-// test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // replaceFile renames new content over path, as a ConfigMap update does.
 func replaceFile(t *testing.T, path, content string) {
@@ -87,7 +67,7 @@ func TestReload(t *testing.T) {
 	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	auditLog, err := audit.Open(ld.cfg.audit.Config, metrics.NewAudit(prometheus.NewRegistry()), log)
 	if err != nil {
@@ -167,7 +147,7 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	reg := prometheus.NewRegistry()
 	m := metrics.NewConfig(reg)
 	r := &reloader{src: src, level: level, hup: make(chan os.Signal), poll: time.Hour}
@@ -346,7 +326,7 @@ func TestReloadPutsEachKeyInForce(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "config.toml")
 			replaceFile(t, file, base)
 			src, ld := loadConfigFile(t, file)
-			var logs lockedBuffer
+			var logs lockedbuf.Buffer
 			p := reloadProbe{level: new(slog.LevelVar), policy: ld.cfg.debugImages.policy, audit: &auditRecorder{cfg: ld.cfg.audit.Config}}
 			p.level.Set(ld.cfg.logLevel)
 			r := &reloader{src: src, level: p.level}
