@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
@@ -155,25 +158,11 @@ func (r *reloader) reload(why string) {
 	}
 	r.data = ld.data
 	next := ld.values()
-	var changed, restart []string
-	for _, k := range slices.Sorted(maps.Keys(next)) {
-		switch {
-		case next[k] == r.running[k]:
-		case reloadable(k):
-			changed = append(changed, k)
-		default:
-			restart = append(restart, k)
-		}
-	}
-	// What the features apply is the settings in force with only their
-	// declared keys changed: a key left out of its feature's list is not
-	// put in force behind the log's "needs a restart".
-	for _, k := range restart {
-		if err := ld.fs.Set(k, r.running[k]); err != nil {
-			r.metrics.Reload(false)
-			r.log.Error("configuration not reloaded; the settings in force stay", "trigger", why, "key", k, "err", err)
-			return
-		}
+	changed, restart := r.changes(next)
+	if err := r.keepRunning(ld.fs, restart); err != nil {
+		r.metrics.Reload(false)
+		r.log.Error("configuration not reloaded; the settings in force stay", "trigger", why, "err", err)
+		return
 	}
 	for _, k := range changed {
 		r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
@@ -188,6 +177,34 @@ func (r *reloader) reload(why string) {
 	r.metrics.Reload(true)
 	r.log.Info("configuration reloaded", "trigger", why, "file", r.src.file, "changed", changed, "needs_restart", restart)
 	r.logAllowlist()
+}
+
+// changes are the keys whose new value differs from the one in force,
+// sorted: those a reload puts in force, and those that need a restart.
+func (r *reloader) changes(next map[string]string) (changed, restart []string) {
+	for _, k := range slices.Sorted(maps.Keys(next)) {
+		switch {
+		case next[k] == r.running[k]:
+		case reloadable(k):
+			changed = append(changed, k)
+		default:
+			restart = append(restart, k)
+		}
+	}
+	return changed, restart
+}
+
+// keepRunning sets the keys of restart in fs back to their values in
+// force, so that the features apply the settings in force with only their
+// declared keys changed: a key left out of its feature's list is not put
+// in force behind the log's "needs a restart".
+func (r *reloader) keepRunning(fs *pflag.FlagSet, restart []string) error {
+	for _, k := range restart {
+		if err := fs.Set(k, r.running[k]); err != nil {
+			return fmt.Errorf("%s back to its value in force %q: %w", k, r.running[k], err)
+		}
+	}
+	return nil
 }
 
 func (r *reloader) notify(state string) {
