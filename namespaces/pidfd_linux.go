@@ -33,9 +33,6 @@ func OpenProcess(pid int) (*Process, error) {
 	return &Process{pid: pid, fd: fd}, nil
 }
 
-// PID is the process ID the handle was opened on.
-func (p *Process) PID() int { return p.pid }
-
 // InCgroupMatching reports whether the process belongs to a cgroup whose
 // path contains s (a container ID: runtimes name container cgroups after
 // it). The pidfd was opened before /proc was read and is checked alive

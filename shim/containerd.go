@@ -8,6 +8,7 @@ import (
 
 	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -20,9 +21,21 @@ import (
 // paths are disabled (--containerd-address ""); callers fall back to CRI or
 // fail with a reason.
 type Containerd struct {
-	client    *client.Client
+	client    containerdClient
 	address   string
 	namespace string
+}
+
+// containerdClient is where crishim meets containerd's client: the task
+// service, the container store and the daemon's version, nothing else.
+// *client.Client is one; the unit tests' fake containerd
+// (containerd_fake_test.go) is the other, so the stop-signal and TARGET
+// paths run without root.
+type containerdClient interface {
+	TaskService() tasks.TasksClient
+	ContainerService() containers.Store
+	Version(ctx context.Context) (client.Version, error)
+	Close() error
 }
 
 // DialContainerd makes a containerd client for address (a socket path) and

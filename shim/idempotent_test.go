@@ -51,9 +51,10 @@ func (f notFoundRuntime) RemovePodSandbox(_ context.Context, in *runtimeapi.Remo
 // signals native (StopContainer relayed) or emulated (intercepted).
 func startNotFoundShim(t *testing.T, mode string, m *metrics.Idempotent) *Shim {
 	t.Helper()
-	s := New(serveFakeRuntime(t, notFoundRuntime{newTargetFake()}), Options{StopSignalMode: mode, IdempotentMetrics: m})
+	f := newTargetFake()
+	s := New(serveFakeRuntime(t, notFoundRuntime{f}), Options{StopSignalMode: mode, IdempotentMetrics: m})
 	if mode == StopSignalEmulate {
-		s.signals.ctrd = &Containerd{address: "/run/fake-containerd.sock"}
+		s.signals.ctrd = f.containerd()
 	}
 	return s
 }

@@ -20,7 +20,7 @@ func TestStopSignalMode(t *testing.T) {
 	tests := []struct {
 		configured string
 		runtime    string // "name version"
-		containerd bool   // a containerd API address is configured (not dialled)
+		containerd bool   // crishim has the containerd API (the fake's)
 		effective  string
 		reason     string
 	}{
@@ -33,6 +33,7 @@ func TestStopSignalMode(t *testing.T) {
 		{"auto", "cri-o 1.32.4", false, "pass-through", "cri-o 1.32.4 ignores stop_signal (honoured since 1.33)"},
 		{"auto", "youki-cri 0.1.0", false, "pass-through", `runtime "youki-cri" 0.1.0 is not known to honour stop_signal`},
 		{"auto", "containerd dev", false, "pass-through", `version "dev" is not a version crishim can compare`},
+		{"auto", "containerd 1.6.20", true, "emulate", "ignores stop_signal (honoured since 2.3); emulated at StopContainer through the containerd API"},
 		{"native", "containerd 1.6.20", false, "native", "configured"},
 		{"emulate", "containerd 2.3.0", true, "emulate", "configured: delivered at StopContainer"},
 		{"emulate", "containerd 1.6.20", false, "pass-through", "--containerd-address is empty"},
@@ -51,15 +52,14 @@ func TestStopSignalMode(t *testing.T) {
 }
 
 // startSignalShim is startTargetShim with a stop-signal mode; containerd
-// gives the shim a containerd API address without a client, enough for
-// decisions that need not dial it.
+// gives the shim the containerd API of f's fake containerd.
 func startSignalShim(t *testing.T, f *targetFakeRuntime, mode string, containerd bool) *Shim {
 	t.Helper()
 	s := startTargetShim(t, f, "native")
 	s.opts.StopSignalMode = mode
 	s.signals = s.newSignalling()
 	if containerd {
-		s.signals.ctrd = &Containerd{address: "/run/fake-containerd.sock"}
+		s.signals.ctrd = f.containerd()
 	}
 	return s
 }

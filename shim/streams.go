@@ -32,18 +32,7 @@ func (s *Shim) streamMethods() []proxy.Method {
 // the runtime would refuse at connect time would otherwise cost the client a
 // token and a round trip to learn it.
 func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
-	if err := validateExec(req); err != nil {
-		return nil, err
-	}
-	if err := s.opts.Audit.Refusal(); err != nil {
-		return nil, auditRefused(err)
-	}
-	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	req.ContainerId = who.ContainerID // the full ID, for the session's events
-	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Exec, req, who, s.podRecordMode(ctx, req.GetContainerId()))
+	url, err := s.containerStreamURL(ctx, streaming.Exec, validateExec(req), req, &req.ContainerId)
 	if err != nil {
 		return nil, err
 	}
@@ -51,18 +40,7 @@ func (s *Shim) exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimea
 }
 
 func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
-	if err := validateAttach(req); err != nil {
-		return nil, err
-	}
-	if err := s.opts.Audit.Refusal(); err != nil {
-		return nil, auditRefused(err)
-	}
-	who, err := s.streamContainerRunning(ctx, req.GetContainerId())
-	if err != nil {
-		return nil, err
-	}
-	req.ContainerId = who.ContainerID
-	url, err := s.opts.Streaming.IssueRecorded(ctx, streaming.Attach, req, who, s.podRecordMode(ctx, req.GetContainerId()))
+	url, err := s.containerStreamURL(ctx, streaming.Attach, validateAttach(req), req, &req.ContainerId)
 	if err != nil {
 		return nil, err
 	}
@@ -70,11 +48,8 @@ func (s *Shim) attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runt
 }
 
 func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
-	if err := validatePortForward(req); err != nil {
+	if err := s.admitStream(validatePortForward(req)); err != nil {
 		return nil, err
-	}
-	if err := s.opts.Audit.Refusal(); err != nil {
-		return nil, auditRefused(err)
 	}
 	who, err := s.streamSandboxReady(ctx, req.GetPodSandboxId())
 	if err != nil {
@@ -86,6 +61,35 @@ func (s *Shim) portForward(ctx context.Context, req *runtimeapi.PortForwardReque
 		return nil, err
 	}
 	return &runtimeapi.PortForwardResponse{Url: url}, nil
+}
+
+// containerStreamURL is exec's and attach's: the request admitted, its
+// container found running and id (the request's container_id) made its
+// full ID for the session's events, and a URL issued, recorded as the pod
+// asks.
+func (s *Shim) containerStreamURL(ctx context.Context, kind streaming.Kind, invalid error, req any, id *string) (string, error) {
+	if err := s.admitStream(invalid); err != nil {
+		return "", err
+	}
+	who, err := s.streamContainerRunning(ctx, *id)
+	if err != nil {
+		return "", err
+	}
+	*id = who.ContainerID
+	return s.opts.Streaming.IssueRecorded(ctx, kind, req, who, s.podRecordMode(ctx, *id))
+}
+
+// admitStream is the start of all three: an invalid request (invalid, its
+// validation's verdict) and, under --audit-required, any request while the
+// audit log cannot be written are answered before the runtime is asked.
+func (s *Shim) admitStream(invalid error) error {
+	if invalid != nil {
+		return invalid
+	}
+	if err := s.opts.Audit.Refusal(); err != nil {
+		return auditRefused(err)
+	}
+	return nil
 }
 
 // The checks are those of the CRI spec and k8s.io/cri-streaming, which the

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -25,6 +26,12 @@ type fakeContainer struct {
 	annotations map[string]string
 	config      *runtimeapi.ContainerConfig
 	pid         int
+
+	// The containerd side of the container (containerd_fake_test.go).
+	labels map[string]string
+	spec   []byte         // the OCI spec, JSON
+	exitOn syscall.Signal // the signal its process exits on; 0: none does
+	done   chan struct{}  // closed when its process exits; nil: nobody waits
 }
 
 // targetFakeRuntime is an in-process CRI runtime for the TARGET unit tests.
@@ -39,15 +46,18 @@ type targetFakeRuntime struct {
 	ignoreTarget  bool // start TARGET containers in a namespace of their own
 	exitAtStart   bool // the started process is gone before anyone looks
 
-	mu         sync.Mutex
-	containers map[string]*fakeContainer
-	pidNS      map[int]uint64
-	nextPID    int
-	creates    []*runtimeapi.CreateContainerRequest
-	stopped    []string
+	mu           sync.Mutex
+	containers   map[string]*fakeContainer
+	pidNS        map[int]uint64
+	nextPID      int
+	creates      []*runtimeapi.CreateContainerRequest
+	stopped      []string
+	stopTimeouts []int64 // each StopContainer's timeout, in the order of stopped
 	// podAnnotations are the pod sandboxes' annotations, for
 	// PodSandboxStatus; a pod missing here does not exist.
 	podAnnotations map[string]map[string]string
+
+	ctrd fakeContainerdState
 }
 
 func newTargetFake() *targetFakeRuntime {
@@ -154,7 +164,7 @@ func (f *targetFakeRuntime) CreateContainer(_ context.Context, in *runtimeapi.Cr
 	f.creates = append(f.creates, in)
 	id := fmt.Sprintf("ctr%d", len(f.creates))
 	f.containers[id] = &fakeContainer{pod: in.GetPodSandboxId(), state: runtimeapi.ContainerState_CONTAINER_CREATED,
-		annotations: in.GetConfig().GetAnnotations(), config: in.GetConfig()}
+		annotations: in.GetConfig().GetAnnotations(), config: in.GetConfig(), spec: []byte(fakeOCISpec)}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
@@ -169,6 +179,9 @@ func (f *targetFakeRuntime) StartContainer(_ context.Context, in *runtimeapi.Sta
 	if opts := c.config.GetLinux().GetSecurityContext().GetNamespaceOptions(); opts.GetPid() == runtimeapi.NamespaceMode_TARGET && !f.ignoreTarget {
 		ns = f.pidNS[f.containers[opts.GetTargetId()].pid]
 	}
+	if pid, ok := specPIDNamespaceOwner(c.spec); ok {
+		ns = f.pidNS[pid] // crishim's emulation pointed the spec at this process's namespace
+	}
 	c.pid = f.newProcess(ns)
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
 	if f.exitAtStart {
@@ -181,9 +194,9 @@ func (f *targetFakeRuntime) StopContainer(_ context.Context, in *runtimeapi.Stop
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = append(f.stopped, in.GetContainerId())
+	f.stopTimeouts = append(f.stopTimeouts, in.GetTimeout())
 	if c, ok := f.containers[in.GetContainerId()]; ok {
-		c.state = runtimeapi.ContainerState_CONTAINER_EXITED
-		delete(f.pidNS, c.pid)
+		f.exitLocked(c)
 	}
 	return &runtimeapi.StopContainerResponse{}, nil
 }

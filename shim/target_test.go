@@ -3,6 +3,7 @@ package shim
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -288,5 +289,61 @@ func TestParseMode(t *testing.T) {
 		if got != want || (err != nil) != (want == "") {
 			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// TestStartContainerWithTargetEmulated: in emulate mode the created
+// container's spec is pointed at the target's PID namespace through the
+// containerd API (only the spec field written) between create and start,
+// and the started container is verified to be there.
+func TestStartContainerWithTargetEmulated(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  string // of the created container, before the join; empty: the fake's
+		calls []string
+		code  codes.Code
+		msg   string
+	}{
+		{name: "joined", calls: []string{"spec ctr1"}},
+		{
+			name: "a spec without a PID namespace", spec: `{"linux":{"namespaces":[{"type":"mount"}]}}`,
+			code: codes.FailedPrecondition, msg: "no pid entry in linux.namespaces",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTargetFake()
+			f.add("app", "pod1", runtimeapi.ContainerState_CONTAINER_RUNNING)
+			s := New(serveFakeRuntime(t, f), Options{PIDTargetMode: PIDTargetEmulate, Containerd: f.containerd()})
+			s.target.pidNamespace = f.pidNamespace
+			id := created(t, s, "pod1", "app")
+			if got := f.creates[0].GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions().GetPid(); got != runtimeapi.NamespaceMode_CONTAINER {
+				t.Fatalf("forwarded pid mode %s, want CONTAINER (the runtime's own namespace, swapped before start)", got)
+			}
+			if tt.spec != "" {
+				f.mu.Lock()
+				f.containers[id].spec = []byte(tt.spec)
+				f.mu.Unlock()
+			}
+			_, err := s.target.start(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: id})
+			if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.msg) {
+				t.Fatalf("StartContainer: %v; want %s with %q", err, tt.code, tt.msg)
+			}
+			if got := f.containerdCalls(); !slices.Equal(got, tt.calls) {
+				t.Errorf("containerd calls %q, want %q", got, tt.calls)
+			}
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			app, debug := f.containers["app"], f.containers[id]
+			if f.pidNS[debug.pid] != f.pidNS[app.pid] {
+				t.Errorf("the debug container runs in PID namespace %d, the target in %d", f.pidNS[debug.pid], f.pidNS[app.pid])
+			}
+			if owner, ok := specPIDNamespaceOwner(debug.spec); !ok || owner != app.pid || !strings.Contains(string(debug.spec), `"future":{"x":1}`) {
+				t.Errorf("spec after the join: %s", debug.spec)
+			}
+		})
 	}
 }

@@ -9,16 +9,19 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/crishim/crishim/audit"
 )
 
 // Kind is what a token opens; it is also the first segment of its URL path.
 type Kind string
 
-// The three kinds of stream a CRI runtime serves.
+// The three kinds of stream a CRI runtime serves. A kind also names its
+// sessions' audit events: one vocabulary, audit's.
 const (
-	Exec        Kind = "exec"
-	Attach      Kind = "attach"
-	PortForward Kind = "portforward"
+	Exec        Kind = audit.KindExec
+	Attach      Kind = audit.KindAttach
+	PortForward Kind = audit.KindPortForward
 )
 
 // Kinds lists every kind, in URL path order.

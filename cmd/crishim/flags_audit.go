@@ -30,8 +30,12 @@ func (c *auditConfig) register(fs *pflag.FlagSet) {
 // auditReload: the log reads these per event (rotation size, whether a
 // failed write refuses the session) or per call (ExecSync's interception).
 var auditReload = reload{
-	keys:  []string{"audit-exec-sync", "audit-required", "audit-log-maxsize"},
-	apply: func(r *reloader, cfg *config) { r.audit.Reconfigure(cfg.audit.Config) },
+	keys: []string{"audit-exec-sync", "audit-required", "audit-log-maxsize"},
+	apply: func(r *reloader, cfg *config) {
+		if r.audit != nil {
+			r.audit.Reconfigure(cfg.audit.Config)
+		}
+	},
 }
 
 func (c *auditConfig) finish() error {

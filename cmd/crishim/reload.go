@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
@@ -42,6 +45,14 @@ func reloadable(key string) bool {
 	return slices.ContainsFunc(reloads, func(rl reload) bool { return slices.Contains(rl.keys, key) })
 }
 
+// auditLog is the audit log as a reload reaches it: its reloadable
+// settings, and a reopen after rotation. *audit.Log is one; the tests see
+// what a reload hands it. A nil auditLog is none.
+type auditLog interface {
+	Reconfigure(audit.Config)
+	Reopen()
+}
+
 // reloadPoll is how often the config file and the allowlist file are
 // looked at. Edits are rare; reading a small file every few seconds costs
 // nothing and needs no inotify watch, which a ConfigMap's symlink swaps
@@ -64,14 +75,14 @@ type reloader struct {
 	data       []byte            // the config file as last read
 	unreadable bool              // reading it failed at the last poll
 	policy     *allowlist.Policy
-	audit      *audit.Log
+	audit      auditLog
 	metrics    *metrics.Config
 	log        *slog.Logger
 }
 
 // start watches until ctx ends, beginning from the settings of ld (in
 // force now) and acting on the parts that can change live.
-func (r *reloader) start(ctx context.Context, ld loaded, policy *allowlist.Policy, auditLog *audit.Log, m *metrics.Config, log *slog.Logger) {
+func (r *reloader) start(ctx context.Context, ld loaded, policy *allowlist.Policy, auditLog auditLog, m *metrics.Config, log *slog.Logger) {
 	r.running, r.data = ld.values(), ld.data
 	r.policy, r.audit, r.metrics = policy, auditLog, m
 	r.log = log.With("feature", "config")
@@ -92,7 +103,9 @@ func (r *reloader) watch(ctx context.Context, poll time.Duration) {
 		case <-r.hup:
 			// As nginx's operators expect: SIGHUP after a rotation reopens
 			// the audit log (a rename is also seen at the next event).
-			r.audit.Reopen()
+			if r.audit != nil {
+				r.audit.Reopen()
+			}
 			r.reload("SIGHUP")
 		case <-tick.C:
 			r.check()
@@ -145,18 +158,17 @@ func (r *reloader) reload(why string) {
 	}
 	r.data = ld.data
 	next := ld.values()
-	var changed, restart []string
-	for _, k := range slices.Sorted(maps.Keys(next)) {
-		if next[k] == r.running[k] {
-			continue
-		}
-		if reloadable(k) {
-			changed = append(changed, k)
-			r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
-			r.running[k] = next[k]
-			continue
-		}
-		restart = append(restart, k)
+	changed, restart := r.changes(next)
+	if err := r.keepRunning(ld.fs, restart); err != nil {
+		r.metrics.Reload(false)
+		r.log.Error("configuration not reloaded; the settings in force stay", "trigger", why, "err", err)
+		return
+	}
+	for _, k := range changed {
+		r.log.Info("setting reloaded", "key", k, "old", r.running[k], "new", next[k])
+		r.running[k] = next[k]
+	}
+	for _, k := range restart {
 		r.log.Warn("setting changed; it needs a restart to take effect", "key", k, "running", r.running[k], "configured", next[k])
 	}
 	for _, rl := range reloads {
@@ -165,6 +177,34 @@ func (r *reloader) reload(why string) {
 	r.metrics.Reload(true)
 	r.log.Info("configuration reloaded", "trigger", why, "file", r.src.file, "changed", changed, "needs_restart", restart)
 	r.logAllowlist()
+}
+
+// changes are the keys whose new value differs from the one in force,
+// sorted: those a reload puts in force, and those that need a restart.
+func (r *reloader) changes(next map[string]string) (changed, restart []string) {
+	for _, k := range slices.Sorted(maps.Keys(next)) {
+		switch {
+		case next[k] == r.running[k]:
+		case reloadable(k):
+			changed = append(changed, k)
+		default:
+			restart = append(restart, k)
+		}
+	}
+	return changed, restart
+}
+
+// keepRunning sets the keys of restart in fs back to their values in
+// force, so that the features apply the settings in force with only their
+// declared keys changed: a key left out of its feature's list is not put
+// in force behind the log's "needs a restart".
+func (r *reloader) keepRunning(fs *pflag.FlagSet, restart []string) error {
+	for _, k := range restart {
+		if err := fs.Set(k, r.running[k]); err != nil {
+			return fmt.Errorf("%s back to its value in force %q: %w", k, r.running[k], err)
+		}
+	}
+	return nil
 }
 
 func (r *reloader) notify(state string) {

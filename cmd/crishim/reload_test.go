@@ -1,15 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,28 +20,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
+	"github.com/crishim/crishim/allowlist"
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/metrics"
+	"github.com/crishim/crishim/test/lockedbuf"
 )
-
-// lockedBuffer is a log sink the reloader's goroutine writes while the
-// test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // replaceFile renames new content over path, as a ConfigMap update does.
 func replaceFile(t *testing.T, path, content string) {
@@ -83,7 +67,7 @@ func TestReload(t *testing.T) {
 	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	auditLog, err := audit.Open(ld.cfg.audit.Config, metrics.NewAudit(prometheus.NewRegistry()), log)
 	if err != nil {
@@ -163,7 +147,7 @@ func TestReloadRefusesNonRegular(t *testing.T) {
 	src, ld := loadConfigFile(t, file)
 	level := new(slog.LevelVar)
 	level.Set(ld.cfg.logLevel)
-	var logs lockedBuffer
+	var logs lockedbuf.Buffer
 	reg := prometheus.NewRegistry()
 	m := metrics.NewConfig(reg)
 	r := &reloader{src: src, level: level, hup: make(chan os.Signal), poll: time.Hour}
@@ -272,4 +256,131 @@ func loadConfigFile(t *testing.T, file string) (source, loaded) {
 		t.Fatal(err)
 	}
 	return src, ld
+}
+
+// auditRecorder is an auditLog that keeps what a reload handed it.
+type auditRecorder struct{ cfg audit.Config }
+
+func (a *auditRecorder) Reconfigure(cfg audit.Config) { a.cfg = cfg }
+func (a *auditRecorder) Reopen()                      {}
+
+// reloadProbe is what a reload acts on, to be looked at afterwards.
+type reloadProbe struct {
+	level  *slog.LevelVar
+	policy *allowlist.Policy
+	audit  *auditRecorder
+}
+
+// inForceChecks says, for each reloadable key, a value for the config file
+// and how to see it in force after a reload. TestReloadPutsEachKeyInForce
+// demands one for every key that reloads declares: a key is reloadable
+// when a reload applies it, and applied only when declared.
+func inForceChecks(dir string) map[string]struct {
+	value   string
+	inForce func(p reloadProbe) bool
+} {
+	allowFile := filepath.Join(dir, "allow")
+	return map[string]struct {
+		value   string
+		inForce func(p reloadProbe) bool
+	}{
+		"log-level":                  {"debug", func(p reloadProbe) bool { return p.level.Level() == slog.LevelDebug }},
+		"debug-image-allowlist":      {"busybox", func(p reloadProbe) bool { _, ok := p.policy.Match("busybox"); return ok }},
+		"debug-image-allowlist-file": {allowFile, func(p reloadProbe) bool { _, ok := p.policy.Match("debian"); return ok }},
+		"audit-exec-sync":            {"true", func(p reloadProbe) bool { return p.audit.cfg.ExecSync }},
+		"audit-required":             {"true", func(p reloadProbe) bool { return p.audit.cfg.Required }},
+		"audit-log-maxsize":          {"7", func(p reloadProbe) bool { return p.audit.cfg.MaxSizeMB == 7 }},
+		// Not reloadable: the same reload must leave these as they run.
+		"audit-log-maxbackup": {"3", func(p reloadProbe) bool { return p.audit.cfg.MaxBackups == 3 }},
+		"audit-cri-calls":     {"all", func(p reloadProbe) bool { return p.audit.cfg.CRICalls == "all" }},
+	}
+}
+
+// TestReloadPutsEachKeyInForce: the keys docs/flags.md#reload promises a
+// reload puts in force are those the features declare (reloads), and each
+// is put in force by a reload that changes it alone, and logged as
+// reloaded; a key not declared is logged as needing a restart and not put
+// in force, even by a feature whose apply could (the audit log's takes all
+// of audit.Config).
+func TestReloadPutsEachKeyInForce(t *testing.T) {
+	dir := t.TempDir()
+	replaceFile(t, filepath.Join(dir, "allow"), "debian\n")
+	checks := inForceChecks(dir)
+	documented := documentedReloadable(t)
+	var declared []string
+	for _, rl := range reloads {
+		declared = append(declared, rl.keys...)
+	}
+	slices.Sort(declared)
+	if !slices.Equal(declared, documented) {
+		t.Errorf("the keys reloads declare, %q, are not those docs/flags.md#reload says a reload puts in force, %q", declared, documented)
+	}
+	for _, k := range documented {
+		if _, ok := checks[k]; !ok {
+			t.Errorf("reloadable key %s has no check in inForceChecks: say how a reload is seen to put it in force", k)
+		}
+	}
+	base := fmt.Sprintf("version = 1\naudit-log = %q\n", filepath.Join(dir, "audit.log"))
+	for key, c := range checks {
+		t.Run(key, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "config.toml")
+			replaceFile(t, file, base)
+			src, ld := loadConfigFile(t, file)
+			var logs lockedbuf.Buffer
+			p := reloadProbe{level: new(slog.LevelVar), policy: ld.cfg.debugImages.policy, audit: &auditRecorder{cfg: ld.cfg.audit.Config}}
+			p.level.Set(ld.cfg.logLevel)
+			r := &reloader{src: src, level: p.level}
+			r.running, r.data = ld.values(), ld.data
+			r.policy, r.audit = p.policy, p.audit
+			r.metrics, r.log = metrics.NewConfig(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(&logs, nil)).With("feature", "config")
+			if c.inForce(p) {
+				t.Fatalf("%s = %s is in force before the reload", key, c.value)
+			}
+
+			value := c.value
+			if ld.fs.Lookup(key).Value.Type() == "string" {
+				value = strconv.Quote(value)
+			}
+			replaceFile(t, file, base+key+" = "+value+"\n")
+			r.reload("test")
+			reloaded := strings.Contains(logs.String(), `msg="setting reloaded" feature=config key=`+key+" ")
+			restart := strings.Contains(logs.String(), `msg="setting changed; it needs a restart to take effect" feature=config key=`+key+" ")
+			want := slices.Contains(documented, key)
+			if got := c.inForce(p); got != want || reloaded != want || restart == want {
+				t.Errorf("after a reload changing only %s: in force %v, logged reloaded %v, logged needs a restart %v; want reloadable %v\n%s",
+					key, got, reloaded, restart, want, logs.String())
+			}
+		})
+	}
+}
+
+// documentedReloadable are the keys of the table in docs/flags.md#reload,
+// sorted.
+func documentedReloadable(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/flags.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n### Reload\n")
+	if !ok {
+		t.Fatal("docs/flags.md has no Reload section")
+	}
+	key := regexp.MustCompile("`([a-z0-9-]+)`")
+	var keys []string
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "### ") {
+			break
+		}
+		if first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " | "); ok && strings.HasPrefix(line, "| `") {
+			for _, m := range key.FindAllStringSubmatch(first, -1) {
+				keys = append(keys, m[1])
+			}
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatal("docs/flags.md#reload has no table of keys")
+	}
+	slices.Sort(keys)
+	return keys
 }

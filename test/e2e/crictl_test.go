@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 // crictlCommand is crictl talking to endpoint (a unix socket path) with a
@@ -91,7 +93,7 @@ func crictlPortForward(ctx context.Context, t *testing.T, socket, auditPath, pod
 	t.Helper()
 	ended := portForwardsEnded(t, auditPath, podID)
 	pf := crictlCommand(ctx, t, socket, "port-forward", "-r", transport, podID, fmt.Sprintf("0:%d", echoPort))
-	var pfOut, pfErr lockedBuffer
+	var pfOut, pfErr lockedbuf.Buffer
 	pf.Stdout, pf.Stderr = &pfOut, &pfErr
 	if err := pf.Start(); err != nil {
 		t.Fatal(err)

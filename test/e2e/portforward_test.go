@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 const echoPort = 8080
@@ -53,11 +55,11 @@ const listeningScript = "grep -q ':1F90 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/t
 // forwardEcho forwards a local port to the pod's echoPort over dialer, as
 // kubectl port-forward does, and returns the local address, the forwarder's
 // error output, and stop, which ends the forwarding (also at the test's end).
-func forwardEcho(t *testing.T, dialer httpstream.Dialer) (local string, fwErr *lockedBuffer, stop func()) {
+func forwardEcho(t *testing.T, dialer httpstream.Dialer) (local string, fwErr *lockedbuf.Buffer, stop func()) {
 	t.Helper()
 	stopCh, ready := make(chan struct{}), make(chan struct{})
-	var fwOut lockedBuffer
-	fwErr = new(lockedBuffer)
+	var fwOut lockedbuf.Buffer
+	fwErr = new(lockedbuf.Buffer)
 	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stopCh, ready, &fwOut, fwErr)
 	if err != nil {
 		t.Fatal(err)

@@ -160,22 +160,3 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 	}
 	return values
 }
-
-// lockedBuffer collects output written from several goroutines (the
-// port-forwarder writes from one per connection).
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 // helperEnv selects a role for the test binary when a test re-executes it as a separate
@@ -216,28 +217,10 @@ func TestPodLifecycle(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe for containerd's output copier and the test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestKillRestart(t *testing.T) {
 	requireRoot(t)
 	ctx := testContext(t)
-	var log syncBuffer
+	var log lockedbuf.Buffer
 	c := startHarness(t, ctx, Options{Log: &log})
 	rt := runtimeClient(t, c)
 	w := runWorkload(t, ctx, c, rt, "restart")

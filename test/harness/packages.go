@@ -46,22 +46,16 @@ var commonRequirements = []requirement{
 // commonPackages is what ensurePackages installs when anything is missing.
 var commonPackages = []string{"runc", "containernetworking-plugins", "busybox-static"}
 
-// installLock serialises EnsurePackages across processes: `go test ./...` runs the test
+// installLock serialises ensurePackages across processes: `go test ./...` runs the test
 // binaries of several packages at once, and two apt-gets would fail on dpkg's lock.
 var installLock = filepath.Join(BaseDir, "install.lock")
 
-// EnsurePackages makes sure Debian's containerd (with its runc v2 shim and ctr), runc, the
-// CNI bridge, host-local and loopback plugins, a static /bin/busybox and ip (iproute2) are
-// installed: everything RuntimeContainerd16 needs, and a superset of what
-// RuntimeContainerd needs. When something is missing and we are root it runs `apt-get
-// update` once and then `apt-get install -y containerd runc containernetworking-plugins
-// busybox-static` (plus iproute2 if ip is missing); when not root it returns an error naming
-// the missing pieces and the command to run.
-func EnsurePackages(ctx context.Context) error {
-	return ensurePackages(ctx, RuntimeContainerd16)
-}
-
-// ensurePackages installs what runtime r needs from Debian.
+// ensurePackages makes sure what runtime r needs from Debian is installed: runc, the CNI
+// bridge, host-local and loopback plugins, a static /bin/busybox and ip (iproute2), and for
+// RuntimeContainerd16 Debian's containerd (with its runc v2 shim and ctr). When something is
+// missing and we are root it runs `apt-get update` once and then `apt-get install -y` of the
+// packages (plus iproute2 if ip is missing); when not root it returns an error naming the
+// missing pieces and the command to run.
 func ensurePackages(ctx context.Context, r Runtime) error {
 	reqs, base := commonRequirements, commonPackages
 	if r == RuntimeContainerd16 {
@@ -72,13 +66,13 @@ func ensurePackages(ctx context.Context, r Runtime) error {
 }
 
 // EnsurePrometheus makes sure the Prometheus server and promtool are installed (Debian's
-// prometheus package), the same way EnsurePackages does for containerd.
+// prometheus package), the same way ensurePackages does for a runtime.
 func EnsurePrometheus(ctx context.Context) error {
 	return ensure(ctx, []requirement{{name: "prometheus", pkg: "prometheus"}, {name: "promtool", pkg: "prometheus"}}, nil)
 }
 
-// EnsureLintian makes sure lintian is installed, the same way EnsurePackages does for
-// containerd.
+// EnsureLintian makes sure lintian is installed, the same way ensurePackages does for a
+// runtime.
 func EnsureLintian(ctx context.Context) error {
 	return ensure(ctx, []requirement{{name: "lintian", pkg: "lintian"}}, nil)
 }

@@ -11,9 +11,6 @@ import (
 // The node test bed (test/node) runs more daemons than containerd and tears them down the same
 // way; these expose the harness's process handling so it is written once.
 
-// Alive reports whether pid runs; a zombie counts as dead.
-func Alive(pid int) bool { return alive(pid) }
-
 // ProcessesWhere returns the pids of every process whose argv satisfies match.
 func ProcessesWhere(match func(argv []string) bool) []int {
 	var pids []int

@@ -1,17 +1,16 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/crishim/crishim/test/harness"
+	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 // TestKubectlDebugTarget: `kubectl debug -i POD --target=app` starts an ephemeral container
@@ -95,7 +94,7 @@ func interact(t *testing.T, want, line string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var out syncBuffer
+	var out lockedbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -114,24 +113,6 @@ func interact(t *testing.T, want, line string, args ...string) (string, error) {
 	}
 	_, _ = io.WriteString(stdin, "exit\n")
 	return out.String(), nil
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // restartCrishim restarts the node's crishim with extra flags, and with the defaults again

@@ -77,18 +77,9 @@ func ReadFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// Read parses the file at path against fs: every key must name a flag of fs
-// and hold a value of the flag's type. Errors name the file, the line and
-// the key.
-func Read(path string, fs *pflag.FlagSet) (*File, error) {
-	data, err := ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	return Parse(path, data, fs)
-}
-
-// Parse is Read of data already read; path names it in errors.
+// Parse parses data, the file at path as ReadFile read it, against fs:
+// every key must name a flag of fs and hold a value of the flag's type.
+// Errors name the file, the line and the key.
 func Parse(path string, data []byte, fs *pflag.FlagSet) (*File, error) {
 	var values map[string]any
 	if err := toml.Unmarshal(data, &values); err != nil {
