@@ -215,7 +215,7 @@ func checkTarball(ctx context.Context, t *testing.T, root, path, version, arch, 
 	if got := run(ctx, t, "", filepath.Join(bin, "crishim"), "--version"); got != "crishim "+version {
 		t.Errorf("crishim --version: %q, want %q", got, "crishim "+version)
 	}
-	if got := run(ctx, t, "", filepath.Join(bin, "crishimctl"), "version", "--client"); !strings.Contains(got, "Client Version: "+version+"\n") {
+	if got := run(ctx, t, "", filepath.Join(bin, "crishimctl"), "version", "--client"); !slices.Contains(strings.Split(got, "\n"), "Client Version: "+version) {
 		t.Errorf("crishimctl version --client: %q, want Client Version: %s", got, version)
 	}
 }
