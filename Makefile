@@ -12,7 +12,9 @@
 export RUNTIME
 
 GO        ?= go
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release is the file VERSION; builds between releases add the commits since it
+# (packaging/deb/version.sh: 0.1.0+git3.abc1234). No tag is read.
+VERSION   ?= $(shell packaging/deb/version.sh 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 TOOLS     := $(CURDIR)/bin/tools
@@ -21,8 +23,8 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 NFPM_VERSION ?= v2.45.2
 # golang.org/x/perf has no tagged releases: a pseudo-version from the module proxy.
 BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
-# Where `make deb` writes dist/crishim_<version>_<arch>.deb. DEB_VERSION (default from
-# `git describe`, see packaging/deb/version.sh) and GOARCH may be set.
+# Where `make deb` writes dist/crishim_<version>_<arch>.deb (DEB_VERSION, default from
+# packaging/deb/version.sh, and GOARCH may be set) and `make release` its artifacts.
 DIST ?= $(CURDIR)/dist
 # End-to-end tests need root (they start a private containerd); run them
 # with `make test`, which is what CI does.
@@ -31,7 +33,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
+.PHONY: all build deb release test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -43,6 +45,13 @@ build:
 deb:
 	@test -x $(TOOLS)/nfpm || GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' DEB_VERSION='$(DEB_VERSION)' COMMIT='$(COMMIT)' packaging/deb/build.sh
+
+# The release of the version in VERSION, into DIST: tarballs of the static binaries and
+# the .deb for amd64 and arm64, the Kubernetes manifests, SHA256SUMS (packaging/release.sh;
+# docs/releasing.md). The same commit gives the same bytes.
+release:
+	@test -x $(TOOLS)/nfpm || GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@GO='$(GO)' NFPM='$(TOOLS)/nfpm' DIST='$(DIST)' COMMIT='$(COMMIT)' packaging/release.sh
 
 # All tests: unit tests, then end-to-end tests against the private runtime (RUNTIME), then
 # the same through a real kubelet and kubectl (test/kube). The Kubernetes binaries and the

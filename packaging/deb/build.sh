@@ -4,7 +4,8 @@
 # packaging/deb/nfpm.yaml, which lists everything the package holds.
 #
 # Environment (make passes these): NFPM (the nfpm binary), GO, DIST (output directory),
-# GOARCH (target, default the host's), DEB_VERSION (default packaging/deb/version.sh),
+# GOARCH (target, default the host's), DEB_VERSION (default packaging/deb/version.sh: the
+# file VERSION, plus the commits since it),
 # COMMIT and SOURCE_DATE_EPOCH (default from git; all three must be given to build outside
 # a git checkout), DEB_MAINTAINER.
 set -eu
@@ -55,7 +56,7 @@ if [ "$GOARCH" != "$HOSTARCH" ]; then
 	GEN=$STAGE/host
 	mkdir -p "$GEN"
 	for cmd in crishim crishimctl; do
-		CGO_ENABLED=0 $GO build -trimpath -buildvcs=false -o "$GEN/$cmd" "./cmd/$cmd"
+		CGO_ENABLED=0 GOARCH=$HOSTARCH $GO build -trimpath -buildvcs=false -o "$GEN/$cmd" "./cmd/$cmd"
 	done
 fi
 
@@ -84,7 +85,7 @@ cp -R packaging/kubelet/. "$STAGE/kubelet/"
 cat >"$STAGE/changelog" <<CHANGELOG
 crishim ($DEB_VERSION) unstable; urgency=medium
 
-  * Built from commit $COMMIT; the changes are the git history's.
+  * Built from commit $COMMIT; CHANGELOG.md in this directory lists the changes.
 
  -- $DEB_MAINTAINER  $(date -u -R -d "@$SOURCE_DATE_EPOCH")
 CHANGELOG

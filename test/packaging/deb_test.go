@@ -157,13 +157,16 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
 		"usr/share/crishim/prometheus/crishim-alerts_test.yaml",
 		"usr/share/doc/crishim/copyright", "usr/share/doc/crishim/changelog.gz",
-		"usr/share/doc/crishim/install.md", "usr/share/doc/crishim/README.md",
+		"usr/share/doc/crishim/install.md", "usr/share/doc/crishim/README.md", "usr/share/doc/crishim/CHANGELOG.md",
 		"usr/share/bash-completion/completions/crishimctl", "usr/share/zsh/vendor-completions/_crishimctl",
 		"usr/share/fish/vendor_completions.d/crishimctl.fish", "usr/share/bash-completion/completions/crishim",
 	} {
 		if !isPresent(filepath.Join(r, p)) {
 			t.Errorf("after install: /%s missing", p)
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(r, "usr/share/doc/crishim/copyright")); err != nil || !bytes.Contains(b, []byte("\nLicense: Apache-2.0\n")) {
+		t.Errorf("/usr/share/doc/crishim/copyright does not license crishim Apache-2.0 (%v):\n%s", err, b)
 	}
 	// Settings come from the conffile: a flag on ExecStart would override its key.
 	unit, err := os.ReadFile(filepath.Join(r, "lib/systemd/system/crishim.service"))

@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// TestVersion follows a repository from no tag to a release candidate, a release, commits
-// after it and uncommitted changes, and checks the Debian version version.sh derives at
-// each step and that dpkg orders them as they were made.
+// TestVersion follows a repository through releases cut by changing the file VERSION (a
+// release candidate, a release, commits after it, uncommitted changes, the next release, a
+// copy without git) and checks the Debian version version.sh derives at each step, that it
+// never reads a tag, and that dpkg orders the versions as they were made.
 func TestVersion(t *testing.T) {
 	for _, tool := range []string{"git", "dpkg"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -32,18 +33,21 @@ func TestVersion(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	commit := func() string {
+	write := func(name, content string) {
 		t.Helper()
-		f := filepath.Join(dir, "f")
-		b, _ := os.ReadFile(f)
-		if err := os.WriteFile(f, append(b, 'x'), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		git("add", "f")
+	}
+	commit := func() string {
+		t.Helper()
+		b, _ := os.ReadFile(filepath.Join(dir, "f"))
+		write("f", string(b)+"x")
+		git("add", "-A")
 		git("commit", "-q", "-m", "c")
 		return git("rev-parse", "--short=7", "HEAD")
 	}
-	version := func() string {
+	version := func(dir string) string {
 		t.Helper()
 		cmd := exec.Command(script)
 		cmd.Dir = dir
@@ -58,36 +62,49 @@ func TestVersion(t *testing.T) {
 	var got, want []string
 	step := func(expected string) {
 		t.Helper()
-		v := version()
+		v := version(dir)
 		if v != expected {
 			t.Errorf("version %q, want %q", v, expected)
 		}
 		got, want = append(got, v), append(want, expected)
 	}
+	write("VERSION", "0.0.0\n")
+	commit()
+	step("0.0.0")
 	sha := commit()
-	step("0.0.0~git1." + sha)
-	sha = commit()
-	step("0.0.0~git2." + sha)
-	git("tag", "v1.3.0-rc.1")
+	step("0.0.0+git1." + sha)
+	write("VERSION", "1.3.0-rc.1\n")
+	commit()
 	step("1.3.0~rc.1")
 	sha = commit()
 	step("1.3.0~rc.1+git1." + sha)
-	git("tag", "-a", "-m", "release", "v1.3.0")
-	step("1.3.0")
-	sha = commit()
-	step("1.3.0+git1." + sha)
-	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("changed"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	step("1.3.0+git1." + sha + "+dirty")
-	git("stash", "-q")
+	write("VERSION", "1.3.0\n")
 	commit()
-	git("tag", "v1.3.1")
+	// A tag, even one saying otherwise, changes nothing.
+	git("tag", "v9.9.9")
+	step("1.3.0")
+	commit()
+	sha = commit()
+	step("1.3.0+git2." + sha)
+	write("f", "changed")
+	step("1.3.0+git2." + sha + "+dirty")
+	git("checkout", "-q", "f")
+	write("VERSION", "1.3.1\n")
+	commit()
 	step("1.3.1")
 
 	for i := 1; i < len(got); i++ {
 		if err := exec.Command("dpkg", "--compare-versions", got[i-1], "lt", got[i]).Run(); err != nil {
 			t.Errorf("dpkg does not order %q before %q", got[i-1], got[i])
 		}
+	}
+
+	// A copy of the tree without .git is the release VERSION names.
+	bare := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bare, "VERSION"), []byte("1.3.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(bare); v != "1.3.1" {
+		t.Errorf("without git: version %q, want 1.3.1", v)
 	}
 }
