@@ -18,6 +18,7 @@ type Streaming struct {
 	sessionsTotal  *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
+	parseStopped   *prometheus.CounterVec
 }
 
 // NewStreaming creates the streaming collectors on reg.
@@ -54,8 +55,15 @@ func NewStreaming(reg prometheus.Registerer) *Streaming {
 			// 10 ms (a refused upgrade) to about 12 h (a forgotten shell).
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}, []string{"kind"}),
+		parseStopped: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_stream_parse_stopped_total",
+			Help: "Parsed SPDY sessions (audited or recorded) whose parse stopped on a frame over crishim's limits or not SPDY; the session went on unparsed (no exit code, recording or ports from then on), by kind.",
+		}, []string{"kind"}),
 	}
 }
+
+// ParseStopped counts a session whose SPDY parse stopped early.
+func (s *Streaming) ParseStopped(kind string) { s.parseStopped.WithLabelValues(kind).Inc() }
 
 // TokenIssued counts a token handed out.
 func (s *Streaming) TokenIssued(kind string) { s.tokensIssued.WithLabelValues(kind).Inc() }

@@ -101,6 +101,9 @@ func (s *Server) handler(kind Kind) http.Handler {
 		sess.tapStreams(rec, audited != nil && kind == Exec, audited != nil && kind == PortForward, r)
 		if kind == PortForward && isTunnel(r) {
 			sess.tapPorts(audited != nil)
+		}
+		s.watchParse(sess, log)
+		if kind == PortForward && isTunnel(r) {
 			s.tunnel(w, r, sess, loc, log)
 			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
@@ -115,6 +118,23 @@ func (s *Server) handler(kind Kind) http.Handler {
 		log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 	})
+}
+
+// watchParse logs and counts a session whose SPDY parse stops early: the
+// session goes on, its audit event and recording without what the rest of
+// its frames said.
+func (s *Server) watchParse(sess *session, log *slog.Logger) {
+	if sess.tap == nil {
+		return
+	}
+	sess.tap.stopped = func(toRuntime bool, err error) {
+		dir := "to_client"
+		if toRuntime {
+			dir = "to_runtime"
+		}
+		log.Warn("SPDY parse stopped; the session goes on unparsed", "direction", dir, "err", err)
+		s.metrics.ParseStopped(string(sess.kind))
+	}
 }
 
 var (
