@@ -105,10 +105,13 @@ type Server struct {
 	// recordBudget bounds the recording directory (nil: no bound).
 	recordBudget *audit.RecordBudget
 
-	mu       sync.Mutex
-	closing  bool
-	live     map[*session]struct{}
-	sessions sync.WaitGroup
+	mu      sync.Mutex
+	closing bool
+	live    map[*session]struct{}
+	// webSockets counts the WebSocket sessions crishim serves itself,
+	// at most cfg.MaxWebSocketSessions.
+	webSockets int
+	sessions   sync.WaitGroup
 }
 
 // Listen binds cfg.Address now, so a taken port or a refused exposure is a
