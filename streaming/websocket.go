@@ -136,7 +136,7 @@ func (s *Server) translate(w http.ResponseWriter, r *http.Request, sess *session
 		sess.err = fmt.Errorf("WebSocket upgrade: %w", err)
 		return
 	}
-	t := &translation{ws: ws, conn: hj.conn, proto: proto, streams: streams, sinks: sinks, opts: opts, log: log}
+	t := &translation{ws: ws, conn: hj.conn, proto: proto, streams: streams, sinks: sinks, opts: opts, log: log, streamed: s.streamed}
 	t.run(sess, s.spdyExecutor(sess, loc))
 }
 
@@ -160,6 +160,8 @@ type translation struct {
 	streams []io.ReadWriteCloser // by channel
 	opts    streamOpts
 	log     *slog.Logger
+	// streamed, when set, is told the runtime's side ended (tests).
+	streamed func()
 
 	smu   sync.Mutex // the sinks are called one at a time
 	sinks []streamSink
@@ -212,6 +214,9 @@ func (t *translation) run(sess *session, newExecutor func() (remotecommand.Execu
 	exec, err := newExecutor()
 	if err == nil {
 		err = exec.StreamWithContext(ctx, opts)
+	}
+	if t.streamed != nil {
+		t.streamed()
 	}
 	st, tell := t.result(sess, err, ctx.Err() != nil && sess.ctx.Err() == nil)
 	if tell {
