@@ -18,6 +18,9 @@ type Streaming struct {
 	sessionsTotal  *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
+	parseStopped   *prometheus.CounterVec
+	wsActive       prometheus.Gauge
+	wsRefused      prometheus.Counter
 }
 
 // NewStreaming creates the streaming collectors on reg.
@@ -54,8 +57,33 @@ func NewStreaming(reg prometheus.Registerer) *Streaming {
 			// 10 ms (a refused upgrade) to about 12 h (a forgotten shell).
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12),
 		}, []string{"kind"}),
+		parseStopped: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "crishim_stream_parse_stopped_total",
+			Help: "Parsed SPDY sessions (audited or recorded) whose parse stopped on a frame over crishim's limits or not SPDY; the session went on unparsed (no exit code, recording or ports from then on), by kind.",
+		}, []string{"kind"}),
+		wsActive: f.NewGauge(prometheus.GaugeOpts{
+			Name: "crishim_stream_websocket_sessions_active",
+			Help: "WebSocket exec and attach sessions open, served by crishim and run on the runtime over SPDY; at most --stream-max-websocket-sessions.",
+		}),
+		wsRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "crishim_stream_websocket_sessions_refused_total",
+			Help: "WebSocket exec and attach sessions refused (HTTP 429) because --stream-max-websocket-sessions were open.",
+		}),
 	}
 }
+
+// WebSocketSessionStarted counts a WebSocket session open until the
+// function returned is called.
+func (s *Streaming) WebSocketSessionStarted() (ended func()) {
+	s.wsActive.Inc()
+	return s.wsActive.Dec
+}
+
+// WebSocketSessionRefused counts a WebSocket session refused at the limit.
+func (s *Streaming) WebSocketSessionRefused() { s.wsRefused.Inc() }
+
+// ParseStopped counts a session whose SPDY parse stopped early.
+func (s *Streaming) ParseStopped(kind string) { s.parseStopped.WithLabelValues(kind).Inc() }
 
 // TokenIssued counts a token handed out.
 func (s *Streaming) TokenIssued(kind string) { s.tokensIssued.WithLabelValues(kind).Inc() }

@@ -31,6 +31,13 @@ type Config struct {
 	// AllowInsecure permits plain HTTP on a non-loopback address
 	// (--streaming-allow-insecure).
 	AllowInsecure bool
+	// IdleTimeout ends a WebSocket exec or attach session (served by
+	// crishim) after this long without a message either way
+	// (--stream-idle-timeout); 0 never does.
+	IdleTimeout time.Duration
+	// MaxWebSocketSessions bounds the WebSocket exec and attach sessions
+	// open at once (--stream-max-websocket-sessions).
+	MaxWebSocketSessions int
 	// Record selects the exec and attach sessions recorded, and where
 	// (--record-sessions, --record-dir, --record-max-bytes,
 	// --record-max-total-bytes, --record-input).
@@ -38,10 +45,20 @@ type Config struct {
 }
 
 // DefaultConfig is loopback on a random port, tokens good for a minute, at
-// most 1000 of them (the runtimes' own defaults, from k8s.io/cri-streaming).
+// most 1000 of them (the runtimes' own defaults, from k8s.io/cri-streaming);
+// WebSocket sessions idle for 4 hours end (the kubelet's
+// --streaming-connection-idle-timeout, containerd's stream_idle_timeout
+// and kube-apiserver's WebSocket idle timeout), at most
+// defaultMaxWebSocketSessions open at once.
 func DefaultConfig() Config {
-	return Config{Address: "127.0.0.1:0", TokenTTL: time.Minute, MaxTokens: 1000}
+	return Config{Address: "127.0.0.1:0", TokenTTL: time.Minute, MaxTokens: 1000,
+		IdleTimeout: 4 * time.Hour, MaxWebSocketSessions: defaultMaxWebSocketSessions}
 }
+
+// defaultMaxWebSocketSessions bounds what WebSocket sessions hold (see
+// docs/SECURITY.md for the figure per session): interactive shells on one
+// node, never thousands; SPDY sessions, the kubelet's, are not counted.
+const defaultMaxWebSocketSessions = 100
 
 // Validate checks what can be checked without binding. A host name other
 // than localhost is judged by the address it binds to, in Listen.
@@ -51,6 +68,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTokens <= 0 {
 		return fmt.Errorf("--stream-max-tokens %d: must be positive", c.MaxTokens)
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("--stream-idle-timeout %s: must be 0 (none) or positive", c.IdleTimeout)
+	}
+	if c.MaxWebSocketSessions <= 0 {
+		return fmt.Errorf("--stream-max-websocket-sessions %d: must be positive", c.MaxWebSocketSessions)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("--streaming-tls-cert and --streaming-tls-key go together")

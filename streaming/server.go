@@ -56,6 +56,9 @@ type Deps struct {
 
 	// idleTimeout replaces defaultIdleTimeout (tests).
 	idleTimeout time.Duration
+	// streamed, when set, is called as a WebSocket session's runtime
+	// side ended, before its status is written (tests).
+	streamed func()
 }
 
 // check names a required dependency missing: the first token or session
@@ -96,6 +99,7 @@ type Server struct {
 	audit        *audit.Log // nil: sessions are not audited
 	recordErrors audit.RecordErrors
 	tracer       trace.Tracer // nil: sessions are not traced
+	streamed     func()       // Deps.streamed
 
 	cache   *cache
 	ln      net.Listener
@@ -105,10 +109,13 @@ type Server struct {
 	// recordBudget bounds the recording directory (nil: no bound).
 	recordBudget *audit.RecordBudget
 
-	mu       sync.Mutex
-	closing  bool
-	live     map[*session]struct{}
-	sessions sync.WaitGroup
+	mu      sync.Mutex
+	closing bool
+	live    map[*session]struct{}
+	// webSockets counts the WebSocket sessions crishim serves itself,
+	// at most cfg.MaxWebSocketSessions.
+	webSockets int
+	sessions   sync.WaitGroup
 }
 
 // Listen binds cfg.Address now, so a taken port or a refused exposure is a
@@ -163,6 +170,7 @@ func Listen(cfg Config, d Deps) (*Server, error) {
 		log:          d.Log,
 		audit:        d.Audit,
 		recordErrors: d.RecordErrors,
+		streamed:     d.streamed,
 		ln:           ln,
 		base:         scheme + "://" + host,
 		live:         map[*session]struct{}{},

@@ -74,6 +74,17 @@ func (s *Server) handler(kind Kind) http.Handler {
 		}
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
+		translated := kind != PortForward && isWebSocket(r)
+		if translated {
+			release, err := s.acquireWebSocket()
+			if err != nil {
+				sess.err = err
+				log.Warn("stream refused", "err", err)
+				http.Error(w, "crishim: "+err.Error(), http.StatusTooManyRequests)
+				return
+			}
+			defer release()
+		}
 
 		loc, err := s.runtimeURL(sess.ctx, req)
 		if err != nil {
@@ -91,7 +102,7 @@ func (s *Server) handler(kind Kind) http.Handler {
 			sess.rec.close()
 		}()
 		log.Debug("stream to runtime", "runtime_url_host", loc.Host)
-		if kind != PortForward && isWebSocket(r) {
+		if translated {
 			sess.rec = rec
 			s.translate(w, r, sess, loc, req, rec.sinks(), log)
 			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
@@ -101,6 +112,9 @@ func (s *Server) handler(kind Kind) http.Handler {
 		sess.tapStreams(rec, audited != nil && kind == Exec, audited != nil && kind == PortForward, r)
 		if kind == PortForward && isTunnel(r) {
 			sess.tapPorts(audited != nil)
+		}
+		s.watchParse(sess, log)
+		if kind == PortForward && isTunnel(r) {
 			s.tunnel(w, r, sess, loc, log)
 			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
@@ -115,6 +129,43 @@ func (s *Server) handler(kind Kind) http.Handler {
 		log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 			"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
 	})
+}
+
+// watchParse logs and counts a session whose SPDY parse stops early: the
+// session goes on, its audit event and recording without what the rest of
+// its frames said.
+func (s *Server) watchParse(sess *session, log *slog.Logger) {
+	if sess.tap == nil {
+		return
+	}
+	sess.tap.stopped = func(toRuntime bool, err error) {
+		dir := "to_client"
+		if toRuntime {
+			dir = "to_runtime"
+		}
+		log.Warn("SPDY parse stopped; the session goes on unparsed", "direction", dir, "err", err)
+		s.metrics.ParseStopped(string(sess.kind))
+	}
+}
+
+// acquireWebSocket counts a WebSocket session crishim serves itself, or
+// refuses it at --stream-max-websocket-sessions: each holds a SPDY client
+// and its goroutines until it ends or idles out.
+func (s *Server) acquireWebSocket() (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.webSockets >= s.cfg.MaxWebSocketSessions {
+		s.metrics.WebSocketSessionRefused()
+		return nil, fmt.Errorf("%d WebSocket exec and attach sessions are open, the most --stream-max-websocket-sessions allows: retry once one ends, or use SPDY (kubectl through the API server, crictl without -r websocket), which is not counted", s.webSockets)
+	}
+	s.webSockets++
+	ended := s.metrics.WebSocketSessionStarted()
+	return func() {
+		s.mu.Lock()
+		s.webSockets--
+		s.mu.Unlock()
+		ended()
+	}, nil
 }
 
 var (

@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,21 @@ import (
 
 // heldMax bounds what is kept of a stream whose type is not known yet.
 const heldMax = 64 << 10
+
+// The limits of a parsed header block. remotecommand and port-forward
+// streams carry a few short headers (streamtype, port, requestid), while
+// the framer's defaults (1,000 headers of up to 1 MiB each, zlib
+// compressed) let a 205 KB frame decompress to hundreds of MiB. A block
+// over these stops the parse, never the session: at most headerCountMax
+// names and values of headerFieldMax bytes each, 128 KiB, are decompressed
+// for one frame.
+const (
+	headerCountMax = 16
+	headerFieldMax = 4 << 10
+	// controlFrameMax bounds a control frame's compressed payload; a
+	// larger one is skipped unread and stops the parse.
+	controlFrameMax = 64 << 10
+)
 
 // streamSink is told each stream's data, by the stream's type (stdin,
 // stdout, stderr, resize, error), in the order each direction carried it.
@@ -37,6 +53,9 @@ type spdyTap struct {
 	// port-forward's client opens a stream pair per connection, for the
 	// session's life, and only its headers (the port) are wanted.
 	headersOnly bool
+	// stopped, when set, is told why a direction's parse stopped before
+	// its copy ended (a frame over the limits, not SPDY).
+	stopped func(toRuntime bool, err error)
 }
 
 // newSPDYTap returns nil unless the request upgrades to SPDY and some sink
@@ -78,13 +97,21 @@ func (t *spdyTap) writer(toRuntime bool) (io.Writer, func()) {
 
 // parse reads one direction's frames until it ends or stops parsing.
 func (t *spdyTap) parse(r io.Reader, toRuntime bool) {
-	f, err := spdy.NewFramer(io.Discard, r)
+	f, err := spdy.NewFramerWithOptions(io.Discard, r,
+		spdy.WithMaxHeaderCount(headerCountMax),
+		spdy.WithMaxHeaderFieldSize(headerFieldMax),
+		spdy.WithMaxControlFramePayloadSize(controlFrameMax))
 	if err != nil {
 		return
 	}
 	for {
 		frame, err := f.ReadFrame()
 		if err != nil {
+			// The copy ended (EOF at a frame's start), or the parse
+			// cannot go on: the rest of the direction is drained unread.
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.ErrClosedPipe) && t.stopped != nil {
+				t.stopped(toRuntime, err)
+			}
 			return
 		}
 		t.frame(frame, toRuntime)

@@ -3,9 +3,12 @@ package streaming
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +190,82 @@ func TestSPDYTapOnlyForSPDY(t *testing.T) {
 	req.Header.Set("Upgrade", "SPDY/3.1")
 	if newSPDYTap(req) != nil {
 		t.Error("a session without sinks is tapped")
+	}
+}
+
+// TestSPDYTapHeaderBomb: a SYN_STREAM whose small zlib block decompresses
+// to 256 MiB of headers (a user with pods/exec can send it through
+// kube-apiserver and the kubelet) stops the parse at the first header over
+// the limits: the heap stays flat, the stop is reported once, and the rest
+// of the direction is drained so the session's copy never waits on the
+// parser.
+func TestSPDYTapHeaderBomb(t *testing.T) {
+	bomb := newSPDYFrames(t)
+	big := strings.Repeat("a", 1<<20) // the framer's default limit per value
+	// 256 MiB as an attacker would send it; -short (make unit) 32 MiB,
+	// still eight times the budget, compressed in a quarter second.
+	n := 256
+	if testing.Short() {
+		n = 32
+	}
+	h := http.Header{}
+	for i := range n {
+		h[fmt.Sprintf("h%03d", i)] = []string{big}
+	}
+	if err := bomb.f.WriteFrame(&spdy.SynStreamFrame{StreamId: idStdin, Headers: h}); err != nil {
+		t.Fatal(err)
+	}
+	bomb.data(t, idStdin, "after the bomb")
+	frame := bomb.buf.Bytes()
+	t.Logf("bomb: %d bytes on the wire, %d MiB of headers", len(frame), n)
+
+	var stops []error
+	tap := newTap(&exitStatus{})
+	tap.stopped = func(toRuntime bool, err error) {
+		if !toRuntime {
+			t.Error("stop reported for the runtime's direction")
+		}
+		stops = append(stops, err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w, end := tap.writer(true)
+	if _, err := io.Copy(w, bytes.NewReader(frame)); err != nil {
+		t.Fatalf("the session's copy failed: %v", err)
+	}
+	end()
+	tap.wait()
+	runtime.ReadMemStats(&after)
+	// The framer's own state (its unused header compressor, ~1 MiB) and
+	// one block's worth of headers; before the limits, 256 MiB and more.
+	const budget = 4 << 20
+	if got := after.TotalAlloc - before.TotalAlloc; got > budget {
+		t.Errorf("parsing the bomb allocated %d MiB, budget %d MiB", got>>20, budget>>20)
+	} else {
+		t.Logf("parsing the bomb allocated %d KiB", got>>10)
+	}
+	if len(stops) != 1 {
+		t.Errorf("stop reported %d times (%v), want once", len(stops), stops)
+	}
+}
+
+// TestSPDYTapLimitsFitRemotecommand: the headers client-go's exec and
+// port-forward clients send parse within the limits.
+func TestSPDYTapLimitsFitRemotecommand(t *testing.T) {
+	c := newSPDYFrames(t)
+	h := http.Header{}
+	h.Set("streamtype", "data")
+	h.Set("port", "65535")
+	h.Set("requestid", "4294967295")
+	if err := c.f.WriteFrame(&spdy.SynStreamFrame{StreamId: 1, Headers: h}); err != nil {
+		t.Fatal(err)
+	}
+	ports := &portsSeen{}
+	tap := newTap(ports)
+	tap.stopped = func(_ bool, err error) { t.Errorf("parse stopped: %v", err) }
+	tap.parse(&c.buf, true)
+	if got := ports.list(); len(got) != 1 || got[0] != 65535 {
+		t.Errorf("ports %v, want [65535]", got)
 	}
 }

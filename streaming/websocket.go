@@ -3,7 +3,6 @@ package streaming
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,43 +22,34 @@ import (
 	clientspdy "k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream/spdy"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
-// The WebSocket remotecommand protocols crishim serves itself, best first.
-// v5 is the API server's (client-go's NewWebSocketExecutor, crictl -r
-// websocket ask for it alone) and no runtime serves it; the older ones are
-// what runtimes serve, kept so that a client choosing them sees no change.
+// The WebSocket remotecommand protocols crishim serves itself. v5 is the
+// API server's (client-go's NewWebSocketExecutor, crictl -r websocket ask
+// for it alone) and no runtime serves it; the older ones are what runtimes
+// serve, kept so that a client choosing them sees no change. As at the
+// kubelet, the first the client offers that is served is chosen.
 const (
-	wsV5       = "v5.channel.k8s.io"
-	wsV4       = "v4.channel.k8s.io"
+	wsV5       = rcconst.StreamProtocolV5Name
+	wsV4       = rcconst.StreamProtocolV4Name
 	wsV4Base64 = "v4.base64.channel.k8s.io"
-	wsV1       = "channel.k8s.io"
-	wsV1Base64 = "base64.channel.k8s.io"
+	wsV1       = wsstream.ChannelWebSocketProtocol
+	wsV1Base64 = wsstream.Base64ChannelWebSocketProtocol
 )
 
 var wsProtocols = []string{wsV5, wsV4, wsV4Base64, wsV1, wsV1Base64}
 
-// remotecommand's channels: the first byte of every message.
-const (
-	chStdin  = 0
-	chStdout = 1
-	chStderr = 2
-	chError  = 3
-	chResize = 4
-	// chClose (v5) is followed by the channel the client closes: stdin's
-	// end of file, which no older protocol can say.
-	chClose = 255
-)
-
-// wsReadLimit bounds a message from the client. Messages are streamed,
-// never held whole, so this only refuses what no client sends: client-go
-// writes stdin in 32 KiB reads.
-const wsReadLimit = 1 << 20
-
-// wsWriteWait bounds writing the final status and close to a client that
-// stopped reading.
+// wsWriteWait bounds writing the final status to a client that stopped
+// reading, as the API server's.
 const wsWriteWait = 10 * time.Second
+
+// wsCloseWait bounds waiting for the client's close once crishim closed
+// its side: a client reading slowly gets everything, one that never
+// closes is cut.
+const wsCloseWait = 10 * time.Second
 
 // isWebSocket reports an upgrade to WebSocket (exec and attach are served
 // by translate; port-forward is passed through, or tunnelled).
@@ -67,22 +57,21 @@ func isWebSocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// wsProtocol picks the remotecommand protocol of a WebSocket request: the
-// best the client offers, "" (binary, as channel.k8s.io) when it offers
-// none; false when it offers only ones crishim does not serve.
-func wsProtocol(r *http.Request) (string, bool) {
+// wsServed says whether crishim serves one of the subprotocols r offers
+// (or r offers none: binary, as channel.k8s.io).
+func wsServed(r *http.Request) bool {
 	offered := websocket.Subprotocols(r)
 	if len(offered) == 0 {
-		return "", true
+		return true
 	}
-	for _, p := range wsProtocols {
-		for _, o := range offered {
+	for _, o := range offered {
+		for _, p := range wsProtocols {
 			if o == p {
-				return p, true
+				return true
 			}
 		}
 	}
-	return "", false
+	return false
 }
 
 // streamOpts are the streams a stored exec or attach asked for; the
@@ -101,28 +90,53 @@ func optsOf(req any) streamOpts {
 	return streamOpts{}
 }
 
+// channelProtocols are wsstream's channels for opts under every protocol
+// crishim serves: the streams asked for, the error channel always, the
+// resize channel with a TTY. A channel not asked for drops what comes.
+func channelProtocols(o streamOpts) map[string]wsstream.ChannelProtocolConfig {
+	pick := func(on bool, t wsstream.ChannelType) wsstream.ChannelType {
+		if on {
+			return t
+		}
+		return wsstream.IgnoreChannel
+	}
+	ch := make([]wsstream.ChannelType, rcconst.StreamResize+1)
+	ch[rcconst.StreamStdIn] = pick(o.stdin, wsstream.ReadChannel)
+	ch[rcconst.StreamStdOut] = pick(o.stdout, wsstream.WriteChannel)
+	ch[rcconst.StreamStdErr] = pick(o.stderr, wsstream.WriteChannel)
+	ch[rcconst.StreamErr] = wsstream.WriteChannel
+	ch[rcconst.StreamResize] = pick(o.tty, wsstream.ReadChannel)
+	p := wsstream.NewDefaultChannelProtocols(ch) // "", channel.k8s.io, base64.channel.k8s.io
+	p[wsV4] = wsstream.ChannelProtocolConfig{Binary: true, Channels: ch}
+	p[wsV4Base64] = wsstream.ChannelProtocolConfig{Binary: false, Channels: ch}
+	p[wsV5] = wsstream.ChannelProtocolConfig{Binary: true, Channels: ch} // wsstream honours its close
+	return p
+}
+
 // translate serves a WebSocket exec or attach itself and runs it on the
 // runtime over SPDY, as kube-apiserver's stream translator does for
 // kubectl: runtimes serve no v5, so a v5 client (crictl -r websocket,
 // client-go's WebSocket executor) could not be passed through; and
 // crishim then holds each stream's data decoded, so it records the session
-// and knows its exit code without parsing frames. The session's bytes go
-// through crishim's memory, never more than a copy buffer and a message
-// being written at a time.
+// and knows its exit code without parsing frames. The WebSocket side is
+// k8s.io/streaming's wsstream, the kubelet's and the API server's.
 func (s *Server) translate(w http.ResponseWriter, r *http.Request, sess *session, loc *url.URL, req any, sinks []streamSink, log *slog.Logger) {
-	proto, ok := wsProtocol(r)
-	if !ok {
+	if !wsServed(r) {
 		sess.err = fmt.Errorf("WebSocket subprotocols %q: crishim serves %s", websocket.Subprotocols(r), strings.Join(wsProtocols, ", "))
 		http.Error(w, "crishim: "+sess.err.Error(), http.StatusBadRequest)
 		return
 	}
-	conn, err := upgradeWebSocket(w, r, sess, wsProtocols...)
+	opts := optsOf(req)
+	ws := wsstream.NewConn(channelProtocols(opts))
+	ws.SetIdleTimeout(s.cfg.IdleTimeout)
+	hj := &wsHijacker{ResponseWriter: w, sess: sess}
+	proto, streams, err := ws.Open(hj, r.WithContext(klog.NewContext(r.Context(), proxyLogger(log))))
 	if err != nil {
-		return // answered by the upgrader
+		// Answered by the WebSocket server (400, a bad handshake).
+		sess.err = fmt.Errorf("WebSocket upgrade: %w", err)
+		return
 	}
-	defer conn.Close()
-	conn.SetReadLimit(wsReadLimit)
-	t := &translation{conn: conn, proto: proto, sinks: sinks, opts: optsOf(req), log: log}
+	t := &translation{ws: ws, conn: hj.conn, proto: proto, streams: streams, sinks: sinks, opts: opts, log: log, streamed: s.streamed}
 	t.run(sess, s.spdyExecutor(sess, loc))
 }
 
@@ -140,82 +154,82 @@ func (s *Server) spdyExecutor(sess *session, loc *url.URL) func() (remotecommand
 
 // translation is one WebSocket session served by translate.
 type translation struct {
-	conn  *websocket.Conn
-	proto string
-	opts  streamOpts
-	log   *slog.Logger
-
-	wmu sync.Mutex // one message written at a time
+	ws      *wsstream.Conn
+	conn    *wsConn
+	proto   string
+	streams []io.ReadWriteCloser // by channel
+	opts    streamOpts
+	log     *slog.Logger
+	// streamed, when set, is told the runtime's side ended (tests).
+	streamed func()
 
 	smu   sync.Mutex // the sinks are called one at a time
 	sinks []streamSink
 }
 
-func (t *translation) base64() bool { return t.proto == wsV4Base64 || t.proto == wsV1Base64 }
-
 // run streams the session until the runtime's side ends, then tells the
-// client how it ended.
+// client how it ended and closes as the API server does.
 func (t *translation) run(sess *session, newExecutor func() (remotecommand.Executor, error)) {
 	// The runtimes' servers say the session is open with an empty
 	// message on the lowest channel the client reads; clients wait for
 	// nothing else.
 	switch {
 	case t.opts.stdout:
-		_ = t.write(chStdout, nil)
+		_, _ = t.streams[rcconst.StreamStdOut].Write(nil)
 	case t.opts.stderr:
-		_ = t.write(chStderr, nil)
+		_, _ = t.streams[rcconst.StreamStdErr].Write(nil)
 	default:
-		_ = t.write(chError, nil)
+		_, _ = t.streams[rcconst.StreamErr].Write(nil)
 	}
-	stdinR, stdinW := io.Pipe()
-	sizes := &sizeQueue{ch: make(chan remotecommand.TerminalSize, 1), done: make(chan struct{})}
-	// A client gone ends the runtime's side too, as a proxied session's
-	// closed connection does, even for a command that neither reads nor
-	// writes.
+	// A client gone (its close, its connection, the idle timeout) ends
+	// the runtime's side too, as a proxied session's closed connection
+	// does, even for a command that neither reads nor writes.
 	ctx, clientGone := context.WithCancel(sess.ctx)
 	defer clientGone()
-	var reader sync.WaitGroup
-	reader.Add(1)
-	go func() {
-		defer reader.Done()
-		defer clientGone()
-		t.readLoop(stdinW, sizes)
-	}()
-	defer func() {
-		// The runtime's side ended: stop what still waits on the client.
-		_ = stdinR.CloseWithError(io.ErrClosedPipe)
-		close(sizes.done)
-		_ = t.conn.Close()
-		reader.Wait()
-	}()
+	stopWatch := context.AfterFunc(t.conn.goneCtx, clientGone)
+	defer stopWatch()
 
 	var opts remotecommand.StreamOptions
 	if t.opts.stdin {
-		opts.Stdin = stdinR
+		opts.Stdin = io.TeeReader(t.streams[rcconst.StreamStdIn], sinkWriter{t, "stdin"})
 	}
 	if t.opts.stdout {
-		opts.Stdout = wsWriter{t, chStdout, "stdout"}
+		opts.Stdout = wsWriter{t, t.streams[rcconst.StreamStdOut], "stdout"}
 	}
 	if t.opts.stderr {
-		opts.Stderr = wsWriter{t, chStderr, "stderr"}
+		opts.Stderr = wsWriter{t, t.streams[rcconst.StreamStdErr], "stderr"}
 	}
+	var resizes sync.WaitGroup
 	if t.opts.tty {
+		sizes := &sizeQueue{ch: make(chan remotecommand.TerminalSize, 1), done: make(chan struct{})}
 		opts.Tty = true
 		opts.TerminalSizeQueue = sizes
+		resizes.Add(1)
+		go func() {
+			defer resizes.Done()
+			t.readResizes(t.streams[rcconst.StreamResize], sizes)
+		}()
+		defer close(sizes.done)
 	}
 	exec, err := newExecutor()
 	if err == nil {
 		err = exec.StreamWithContext(ctx, opts)
 	}
-	st, tell := t.result(sess, err, ctx.Err() != nil && sess.ctx.Err() == nil)
-	if !tell {
-		return
+	if t.streamed != nil {
+		t.streamed()
 	}
-	_ = t.conn.SetWriteDeadline(time.Now().Add(wsWriteWait))
-	t.writeStatus(st)
-	t.wmu.Lock()
-	_ = t.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-	t.wmu.Unlock()
+	st, tell := t.result(sess, err, ctx.Err() != nil && sess.ctx.Err() == nil)
+	if tell {
+		t.ws.SetWriteDeadline(wsWriteWait)
+		t.writeStatus(st)
+	}
+	// The close frame, a half-close, then the client's close (bounded):
+	// closing at once would reset a connection whose client still sends,
+	// and a client reading more slowly than crishim wrote would lose the
+	// end of its output and the status.
+	t.conn.ending()
+	_ = t.ws.Close()
+	resizes.Wait()
 }
 
 // result is the status the client is told, and what the session's audit
@@ -229,14 +243,15 @@ func (t *translation) result(sess *session, err error, clientGone bool) (st meta
 		sess.setExit(0)
 		return metav1.Status{Status: metav1.StatusSuccess}, true
 	case errors.As(err, &exitErr) && exitErr.Exited():
-		sess.setExit(int32(exitErr.ExitStatus()))
+		code := exitErr.ExitStatus()
+		sess.setExit(int32(code))
 		return metav1.Status{
 			Status:  metav1.StatusFailure,
 			Reason:  rcconst.NonZeroExitCodeReason,
-			Message: fmt.Sprintf("command terminated with non-zero exit code: %v", err),
+			Message: fmt.Sprintf("command terminated with exit code %d", code),
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
 				Type:    rcconst.ExitCodeCauseType,
-				Message: strconv.Itoa(exitErr.ExitStatus()),
+				Message: strconv.Itoa(code),
 			}}},
 		}, true
 	case clientGone:
@@ -251,40 +266,18 @@ func (t *translation) result(sess *session, err error, clientGone bool) (st meta
 // writeStatus ends the error channel as the runtimes do: a metav1.Status
 // in JSON from v4 on, the error's text (nothing on success) before.
 func (t *translation) writeStatus(st metav1.Status) {
+	errc := t.streams[rcconst.StreamErr]
 	switch t.proto {
 	case wsV5, wsV4, wsV4Base64:
 		b, err := json.Marshal(st)
 		if err == nil {
-			_ = t.write(chError, b)
+			_, _ = errc.Write(b)
 		}
 	default:
 		if st.Status != metav1.StatusSuccess {
-			_ = t.write(chError, []byte(st.Message))
+			_, _ = errc.Write([]byte(st.Message))
 		}
 	}
-}
-
-// write sends p on a channel, as one message.
-func (t *translation) write(ch byte, p []byte) error {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	if t.base64() {
-		msg := make([]byte, 1+base64.StdEncoding.EncodedLen(len(p)))
-		msg[0] = '0' + ch
-		base64.StdEncoding.Encode(msg[1:], p)
-		return t.conn.WriteMessage(websocket.TextMessage, msg)
-	}
-	w, err := t.conn.NextWriter(websocket.BinaryMessage)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write([]byte{ch}); err != nil {
-		return err
-	}
-	if _, err := w.Write(p); err != nil {
-		return err
-	}
-	return w.Close()
 }
 
 // deliver hands a stream's data to the sinks (the recording).
@@ -302,66 +295,13 @@ func (t *translation) deliver(typ string, p []byte) {
 // wsWriter is the client's stdout or stderr.
 type wsWriter struct {
 	t   *translation
-	ch  byte
+	w   io.Writer
 	typ string
 }
 
 func (w wsWriter) Write(p []byte) (int, error) {
 	w.t.deliver(w.typ, p)
-	if err := w.t.write(w.ch, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// readLoop reads the client's messages until its connection ends: stdin
-// into the pipe the runtime's side reads (so a client is held back by the
-// runtime, never buffered), resizes into the size queue, v5's close.
-// Control frames (ping, close) are answered by the websocket library
-// while reading.
-func (t *translation) readLoop(stdin *io.PipeWriter, sizes *sizeQueue) {
-	defer func() { _ = stdin.Close() }() // the client is gone: stdin ends
-	var ch [1]byte
-	for {
-		_, msg, err := t.conn.NextReader()
-		if err != nil {
-			return
-		}
-		if _, err := io.ReadFull(msg, ch[:]); err != nil {
-			continue // an empty message
-		}
-		c := ch[0]
-		if t.base64() {
-			c -= '0'
-			msg = base64.NewDecoder(base64.StdEncoding, msg)
-		}
-		switch {
-		case c == chClose && t.proto == wsV5:
-			if _, err := io.ReadFull(msg, ch[:]); err == nil && ch[0] == chStdin {
-				_ = stdin.Close()
-			}
-		case c == chStdin && t.opts.stdin:
-			// Copied as it comes: a message is never held whole.
-			_, _ = io.Copy(stdin, io.TeeReader(msg, sinkWriter{t, "stdin"}))
-		case c == chResize && t.opts.tty:
-			t.resized(msg, sizes)
-		}
-	}
-}
-
-// resized reads one resize message, a TerminalSize in JSON, bounded.
-func (t *translation) resized(msg io.Reader, sizes *sizeQueue) {
-	b, err := io.ReadAll(io.LimitReader(msg, resizeMax+1))
-	if err != nil || len(b) > resizeMax {
-		return
-	}
-	var size remotecommand.TerminalSize
-	if json.Unmarshal(b, &size) != nil || size.Width == 0 || size.Height == 0 {
-		return
-	}
-	sizes.put(size)
-	// The recording reads resizes as JSON lines.
-	t.deliver("resize", append(bytes.TrimSpace(b), '\n'))
+	return w.w.Write(p)
 }
 
 // sinkWriter hands what passes to the sinks.
@@ -374,6 +314,49 @@ func (w sinkWriter) Write(p []byte) (int, error) {
 	w.t.deliver(w.typ, p)
 	return len(p), nil
 }
+
+// readResizes reads the resize channel, TerminalSizes in JSON one after
+// the other, until it closes. A size larger than resizeMax stops the
+// reading; what follows is drained, so the client's other channels never
+// wait on it.
+func (t *translation) readResizes(r io.Reader, sizes *sizeQueue) {
+	defer func() { _, _ = io.Copy(io.Discard, r) }()
+	lr := &pendingLimit{r: r}
+	dec := json.NewDecoder(lr)
+	for {
+		lr.pending = lr.read - dec.InputOffset()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return
+		}
+		var size remotecommand.TerminalSize
+		if json.Unmarshal(raw, &size) != nil || size.Width == 0 || size.Height == 0 {
+			continue
+		}
+		sizes.put(size)
+		// The recording reads resizes as JSON lines.
+		t.deliver("resize", append(bytes.TrimSpace(raw), '\n'))
+	}
+}
+
+// pendingLimit fails a read once more than resizeMax bytes were read
+// without the decoder finishing a value: the decoder would buffer them all.
+type pendingLimit struct {
+	r             io.Reader
+	read, pending int64
+}
+
+func (l *pendingLimit) Read(p []byte) (int, error) {
+	if l.pending > resizeMax {
+		return 0, errResizeTooLarge
+	}
+	n, err := l.r.Read(p)
+	l.read += int64(n)
+	l.pending += int64(n)
+	return n, err
+}
+
+var errResizeTooLarge = fmt.Errorf("terminal size over %d bytes", resizeMax)
 
 // sizeQueue hands the client's terminal sizes to the runtime's side, the
 // newest only: sizes are states, not events to replay.
@@ -406,12 +389,12 @@ func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	}
 }
 
-// upgradeWebSocket upgrades a session's request to a WebSocket speaking one
-// of protocols; a failed upgrade is answered, and recorded as the session's
-// error.
-func upgradeWebSocket(w http.ResponseWriter, r *http.Request, sess *session, protocols ...string) (*websocket.Conn, error) {
+// upgradeWebSocket upgrades a tunnelled port-forward's request to a
+// WebSocket speaking protocol; a failed upgrade is answered, and recorded
+// as the session's error.
+func upgradeWebSocket(w http.ResponseWriter, r *http.Request, sess *session, protocol string) (*websocket.Conn, error) {
 	up := websocket.Upgrader{
-		Subprotocols: protocols,
+		Subprotocols: []string{protocol},
 		// The token is the authorization, as at the runtimes, whose
 		// WebSocket servers check no origin either.
 		CheckOrigin: func(*http.Request) bool { return true },
