@@ -7,7 +7,7 @@
 // the machine falls on both), and runs the same scripted load each time: a Deployment of
 // --pods pods with exec readiness probes on a tenth of them, churned a tenth at a time, a
 // steady state, and a `kubectl cp` of --cp-bytes out of a pod. The default load is small
-// (10 pods) so that a 2-core machine runs it without queueing: the kubelet's latencies are
+// (5 pods) so that a 2-core machine runs it without queueing: the kubelet's latencies are
 // then its runtime's, not its wait for a CPU. Each turn reports
 //
 //   - the exact mean, from the histograms' _sum and _count over the turn, of the kubelet's

@@ -39,7 +39,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.crishim, "crishim", "bin/crishim", "the crishim binary")
 	flag.IntVar(&o.node, "node", defaultNode, "the test bed's node index (1-200; 0 is `make node`'s)")
-	flag.IntVar(&o.pods, "pods", 10, "pods per turn: few enough that the machine does not queue (110 is the kubelet's maximum, for crishim's RSS)")
+	flag.IntVar(&o.pods, "pods", 5, "pods per turn: few enough that the machine does not queue (110 is the kubelet's maximum, for crishim's RSS)")
 	flag.IntVar(&o.turns, "turns", 6, "pairs of turns (direct, then crishim) at least")
 	flag.IntVar(&o.maxTurns, "max-turns", 20, "pairs of turns at most: after --turns, pairs are added until every kubelet-side ratio is resolved against ±2% or this many")
 	flag.IntVar(&o.churns, "churns", 3, "times per turn a tenth of the pods (at least one) is deleted and replaced")
