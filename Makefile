@@ -134,7 +134,7 @@ benchstat:
 # What the kubelet feels: the test bed's node (root; RUNTIME picks the runtime) with its
 # kubelet pointed straight at the runtime and at crishim in turn, the same short load of 5 pods
 # each time, paired turns until each ratio's interval is resolved against ±2% (docs/performance.md).
-# Ends with `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--node 19 --pods 3'...
+# Ends with `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--node 12 --max-turns 30'...
 bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
