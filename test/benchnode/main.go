@@ -79,25 +79,36 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}()
 	}
 	log.Info("node Ready", "node", n.Name, "kubernetes", n.Version, "runtime", n.Runtime)
+	turns, err := runTurns(ctx, n, o, log)
+	// The node's kubelet goes back to crishim, as `make node` leaves it.
+	if perr := n.PointKubelet(ctx, n.CrishimEndpoint()); perr != nil && err == nil {
+		err = perr
+	}
+	// A run that fails part way still reports the pairs it finished: they took long.
+	if len(turns) >= 2 {
+		printReport(os.Stdout, o, n, turns, runtime.NumCPU())
+	}
+	return err
+}
+
+// runTurns runs pairs of turns, direct then crishim: --turns of them, then more until every
+// kubelet-side ratio is resolved or --max-turns ran. It returns the turns done so far with
+// any error.
+func runTurns(ctx context.Context, n *node.Node, o options, log *slog.Logger) ([]turn, error) {
 	sides := map[string]string{sideDirect: n.ContainerdEndpoint(), sideCrishim: n.CrishimEndpoint()}
 	var turns []turn
 	for i := 0; i < o.maxTurns && (i < o.turns || !allResolved(turns)); i++ {
 		for _, side := range []string{sideDirect, sideCrishim} {
 			log.Info("turn", "n", i+1, "side", side)
 			if err := n.PointKubelet(ctx, sides[side]); err != nil {
-				return fmt.Errorf("point the kubelet at %s: %w", side, err)
+				return turns, fmt.Errorf("point the kubelet at %s: %w", side, err)
 			}
 			t, err := runTurn(ctx, n, o, side, "bench-"+side+"-"+strconv.Itoa(i+1), log)
 			if err != nil {
-				return fmt.Errorf("%s turn %d: %w", side, i+1, err)
+				return turns, fmt.Errorf("%s turn %d: %w", side, i+1, err)
 			}
 			turns = append(turns, t)
 		}
 	}
-	// The node's kubelet goes back to crishim, as `make node` leaves it.
-	if err := n.PointKubelet(ctx, n.CrishimEndpoint()); err != nil {
-		return err
-	}
-	printReport(os.Stdout, o, n, turns, runtime.NumCPU())
-	return nil
+	return turns, nil
 }
