@@ -141,9 +141,9 @@ benchstat:
 	@test -x $(TOOLS)/benchstat || GOBIN=$(TOOLS) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 # What the kubelet feels: the test bed's node (root; RUNTIME picks the runtime) with its
-# kubelet pointed at crishim and straight at the runtime in turn, the same load of 110 pods
-# each time (start-up, churn, exec probes, steady state, kubectl cp). Ends with the line
-# `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--turns 3 --pods 50'...
+# kubelet pointed straight at the runtime and at crishim in turn, the same short load of 5 pods
+# each time, paired turns until each ratio's interval is resolved against ±2% (docs/performance.md).
+# Ends with `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--node 12 --max-turns 30'...
 bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,19 +15,30 @@ import (
 
 const (
 	runtimeOps = "kubelet_runtime_operations_duration_seconds"
+	podStart   = "kubelet_pod_start_sli_duration_seconds"
 	plegRelist = "kubelet_pleg_relist_duration_seconds"
 )
 
-// histogram is one histogram's cumulative buckets: upper bound -> count.
-type histogram struct {
-	bounds []float64
-	counts []float64
-	total  float64
+// sumCount is a histogram's _sum and _count: together they give the exact mean of what it
+// observed, where its buckets (the kubelet's start at 5 ms) give quantiles only to within a
+// bucket's width.
+type sumCount struct {
+	sum   float64 // seconds
+	count float64
 }
 
+// mean is the mean observation in seconds; NaN with none.
+func (h sumCount) mean() float64 { return h.sum / h.count }
+
 // scrape is the kubelet's histograms of interest, by series: runtime operations by
-// operation_type ("op/<type>") and the PLEG relist ("pleg").
-type scrape map[string]histogram
+// operation_type ("op/<type>"), the pod start-up SLI ("pod start-up") and the PLEG relist
+// ("PLEG relist").
+type scrape map[string]sumCount
+
+const (
+	seriesPodStart = "pod start-up"
+	seriesPLEG     = "PLEG relist"
+)
 
 // scrapeKubelet reads the kubelet's /metrics through the API server's node proxy, as an
 // administrator would (the kubelet serves it to authenticated, authorized clients only).
@@ -45,19 +54,38 @@ func scrapeKubelet(ctx context.Context, cs kubernetes.Interface, nodeName string
 	if err != nil {
 		return nil, fmt.Errorf("kubelet metrics of node %s: %w (last answer: %v)", nodeName, err, last)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	s, err := parseKubelet(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("kubelet metrics of node %s: %w", nodeName, err)
+	}
+	return s, nil
+}
+
+// parseKubelet picks the series of interest out of the kubelet's text exposition. The pod
+// start-up SLI and the PLEG relist are summed over their series, should they carry labels.
+func parseKubelet(text string) (scrape, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
 	}
 	s := scrape{}
 	if f := fams[runtimeOps]; f != nil {
 		for _, m := range f.GetMetric() {
-			s["op/"+label(m, "operation_type")] = histogramOf(m)
+			s["op/"+label(m, "operation_type")] = sumCountOf(m)
 		}
 	}
-	if f := fams[plegRelist]; f != nil && len(f.GetMetric()) > 0 {
-		s["pleg"] = histogramOf(f.GetMetric()[0])
+	for name, series := range map[string]string{podStart: seriesPodStart, plegRelist: seriesPLEG} {
+		f := fams[name]
+		if f == nil || len(f.GetMetric()) == 0 {
+			continue
+		}
+		var t sumCount
+		for _, m := range f.GetMetric() {
+			h := sumCountOf(m)
+			t.sum, t.count = t.sum+h.sum, t.count+h.count
+		}
+		s[series] = t
 	}
 	return s, nil
 }
@@ -71,60 +99,22 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-func histogramOf(m *dto.Metric) histogram {
-	h := histogram{total: float64(m.GetHistogram().GetSampleCount())}
-	for _, b := range m.GetHistogram().GetBucket() {
-		h.bounds = append(h.bounds, b.GetUpperBound())
-		h.counts = append(h.counts, float64(b.GetCumulativeCount()))
-	}
-	return h
+func sumCountOf(m *dto.Metric) sumCount {
+	return sumCount{sum: m.GetHistogram().GetSampleSum(), count: float64(m.GetHistogram().GetSampleCount())}
 }
 
 // since is what was observed between an earlier scrape and this one. A series the earlier
-// scrape lacks counts from zero (the kubelet was restarted in between, or had not yet done
-// that operation).
+// scrape lacks, or whose count went down (the kubelet was restarted in between), counts
+// from zero.
 func (s scrape) since(before scrape) scrape {
 	d := scrape{}
 	for k, h := range s {
 		b, ok := before[k]
-		if !ok || len(b.counts) != len(h.counts) || b.total > h.total {
+		if !ok || b.count > h.count {
 			d[k] = h
 			continue
 		}
-		dh := histogram{bounds: h.bounds, counts: make([]float64, len(h.counts)), total: h.total - b.total}
-		for i := range h.counts {
-			dh.counts[i] = h.counts[i] - b.counts[i]
-		}
-		d[k] = dh
+		d[k] = sumCount{sum: h.sum - b.sum, count: h.count - b.count}
 	}
 	return d
-}
-
-// quantile estimates the q-quantile as Prometheus's histogram_quantile does: linearly within
-// the bucket it falls in, the first bucket starting at 0. NaN when there are no samples; the
-// highest finite bound when it falls in the +Inf bucket.
-func (h histogram) quantile(q float64) float64 {
-	if h.total == 0 || len(h.bounds) == 0 {
-		return math.NaN()
-	}
-	rank := q * h.total
-	i := sort.Search(len(h.counts), func(i int) bool { return h.counts[i] >= rank })
-	if i == len(h.counts) {
-		return h.bounds[len(h.bounds)-1]
-	}
-	if math.IsInf(h.bounds[i], 1) {
-		if i == 0 {
-			return math.NaN()
-		}
-		return h.bounds[i-1]
-	}
-	lo, below := 0.0, 0.0
-	if i > 0 {
-		lo, below = h.bounds[i-1], h.counts[i-1]
-	}
-	in := h.counts[i] - below
-	if in == 0 {
-		return h.bounds[i]
-	}
-	return lo + (h.bounds[i]-lo)*(rank-below)/in
 }

@@ -41,19 +41,36 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // rssBytes is the process's resident set (VmRSS).
-func rssBytes(pid int) (int64, error) {
+func rssBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS:") }
+
+// statusBytes is one of /proc/<pid>/status's sizes, such as "VmRSS:".
+func statusBytes(pid int, key string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status VmRSS: %w", pid, err)
+				return 0, fmt.Errorf("/proc/%d/status %s %w", pid, key, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, key)
+}
+
+// loadAverage is the machine's 1-minute load average (/proc/loadavg): above the number of
+// cores, processes waited for a CPU and latencies measure the wait.
+func loadAverage() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/loadavg: empty")
+	}
+	return strconv.ParseFloat(f[0], 64)
 }

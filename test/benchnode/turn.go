@@ -22,12 +22,13 @@ const (
 
 // turn is what one turn of one side measured.
 type turn struct {
-	side     string
-	startups []time.Duration
-	kubelet  scrape  // the kubelet's histograms over the turn
-	cpuPct   float64 // crishim's CPU over the steady state, % of one core
-	rss      int64   // crishim's RSS at the end of the steady state
-	cpBps    float64 // kubectl cp, bytes per second (0: not run)
+	side    string
+	kubelet scrape        // the kubelet's histograms over the turn
+	cpuPct  float64       // crishim's CPU over the steady state, % of one core
+	rss     int64         // crishim's RSS at the end of the steady state
+	mem     crishimMemory // where that RSS goes (crishim turns)
+	cpBps   float64       // kubectl cp, bytes per second (0: not run)
+	load    float64       // the machine's 1-minute load average at the end of the steady state
 }
 
 // turnTimeout bounds one turn: a kubelet that stops starting pods fails the run rather
@@ -83,6 +84,18 @@ func runTurn(ctx context.Context, n *node.Node, o options, side, ns string, log 
 	if err != nil {
 		return t, err
 	}
+	if t.load, err = loadAverage(); err != nil {
+		return t, err
+	}
+	if side == sideCrishim {
+		pid, err := n.CrishimPID()
+		if err != nil {
+			return t, err
+		}
+		if t.mem, err = readCrishimMemory(ctx, pid, n.CrishimMetrics); err != nil {
+			return t, err
+		}
+	}
 	if o.cpBytes > 0 {
 		if t.cpBps, err = copyOut(ctx, n, ns, o.cpBytes); err != nil {
 			return t, err
@@ -93,7 +106,6 @@ func runTurn(ctx context.Context, n *node.Node, o options, side, ns string, log 
 		return t, err
 	}
 	t.kubelet = after.since(before)
-	t.startups = st.latencies()
 	return t, nil
 }
 

@@ -18,9 +18,10 @@ import (
 
 const benchLabel = "crishim-bench-node"
 
-// startups times pods from creation to Ready as a watch on the API server sees them: the
-// first event of a pod is its creation (the watch starts before any pod of the turn exists),
-// the first with condition Ready=True its start-up's end.
+// startups follows pods from creation to Ready as a watch on the API server sees them, to
+// wake waitReady (the timing that counts is the kubelet's own pod start-up SLI): the first
+// event of a pod is its creation (the watch starts before any pod of the turn exists), the
+// first with condition Ready=True its start-up's end.
 type startups struct {
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -81,17 +82,6 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// latencies are the start-up times of every pod that became Ready.
-func (s *startups) latencies() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]time.Duration, 0, len(s.ready))
-	for _, d := range s.ready {
-		out = append(out, d)
-	}
-	return out
 }
 
 // deployments are the turn's load: plain pods and a tenth with exec readiness probes, whose
