@@ -37,7 +37,7 @@ type Config struct {
 // callers other than the kubelet are audited (the kubelet's never are).
 const (
 	CRICallsNone     = "none"
-	CRICallsMutating = "mutating" // every call but those that only read
+	CRICallsMutating = "mutating" // every call but those that only read (a verbose status read counts)
 	CRICallsAll      = "all"
 )
 
