@@ -94,11 +94,11 @@ func Read(procRoot string, cred Cred, acceptedTicks uint64) *Process {
 }
 
 // ReadWhile completes cred from procRoot and keeps what it read only if
-// running, asked after the reads, says the peer still runs: a process
-// keeps its pid until it exits and is reaped, so /proc/<pid> was then the
-// peer's. running is a pidfd's answer (FromConn).
+// running, asked before and after the reads, says the peer still runs: a
+// process keeps its pid until it exits and is reaped, so /proc/<pid> was
+// then the peer's. running is a pidfd's answer (FromConn).
 func ReadWhile(procRoot string, cred Cred, running func() bool) *Process {
-	return read(procRoot, cred, func(before bool) bool { return before || running() })
+	return read(procRoot, cred, func(bool) bool { return running() })
 }
 
 // read reads /proc/<pid> of cred's process between two calls of valid

@@ -194,6 +194,27 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestReadWhile: with a pidfd, what was read is kept only if the peer
+// still ran after the reads; neither start time nor ids are asked.
+func TestReadWhile(t *testing.T) {
+	cred := Cred{PID: 42, UID: 1000, GID: 1000}
+	root := fakeProc(t, cred, map[string]string{"status": "", "cmdline": "crictl\x00"}, "/usr/bin/crictl", false)
+	for _, tc := range []struct {
+		answers []bool // of running, in turn
+		want    Process
+	}{
+		{[]bool{true, true}, Process{PID: 42, UID: 1000, GID: 1000, Exe: "/usr/bin/crictl", Cmdline: []string{"crictl"}}},
+		{[]bool{true, false}, Process{PID: 42, UID: 1000, GID: 1000, Exited: true}}, // exited while read
+		{[]bool{false}, Process{PID: 42, UID: 1000, GID: 1000, Exited: true}},
+	} {
+		asked := 0
+		got := ReadWhile(root, cred, func() bool { asked++; return tc.answers[asked-1] })
+		if !equal(got, &tc.want) || asked != len(tc.answers) {
+			t.Errorf("running %v: %s after %d questions\nwant %s", tc.answers, show(got), asked, show(&tc.want))
+		}
+	}
+}
+
 func equal(a, b *Process) bool { return show(a) == show(b) }
 
 func show(p *Process) string {
