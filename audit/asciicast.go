@@ -93,7 +93,9 @@ func (c *Cast) Cut() bool { return c.stopped && c.err == nil }
 func (c *Cast) Err() error { return c.err }
 
 // Close writes what is left of split UTF-8 sequences, and the header of a
-// session that showed nothing.
+// session that showed nothing. A recording whose file was deleted while
+// it was written (every write succeeded, into a file with no name) is
+// ErrRecordingDeleted, to be counted as lost.
 func (c *Cast) Close() error {
 	for _, typ := range []string{"o", "i"} {
 		if b := c.carry[typ]; len(b) > 0 {
@@ -103,6 +105,9 @@ func (c *Cast) Close() error {
 	}
 	if !c.started {
 		c.writeHeader()
+	}
+	if c.err == nil && deletedFile(c.w) {
+		c.fail(ErrRecordingDeleted)
 	}
 	return c.err
 }

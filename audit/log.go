@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/crishim/crishim/regularfile"
+	"github.com/crishim/crishim/warnlimit"
 )
 
 // Config is the audit flags, named as kube-apiserver's.
@@ -37,7 +37,7 @@ type Config struct {
 // callers other than the kubelet are audited (the kubelet's never are).
 const (
 	CRICallsNone     = "none"
-	CRICallsMutating = "mutating" // every call but those that only read
+	CRICallsMutating = "mutating" // every call but those that only read (a verbose status read counts)
 	CRICallsAll      = "all"
 )
 
@@ -53,14 +53,13 @@ type Log struct {
 	log *slog.Logger
 	// Reconfigure changes these while events are written.
 	execSync, required atomic.Bool
-	rotating           *lumberjack.Logger // nil for stdout
 	errs               Errors
 	mu                 sync.Mutex // one line at a time, whole
-	w                  io.Writer
-	closer             io.Closer
-	opened             os.FileInfo // the file being written, when known
-	broken             bool        // the last line was left part-written
+	file               *logFile   // nil for stdout
+	w                  io.Writer  // stdout, when file is nil
+	broken             bool       // the last line was left part-written
 	failing            atomic.Pointer[error]
+	lostWarn           *warnlimit.Limit // "audit event not written"
 }
 
 // Open opens (creates, mode 0600) the log at cfg.Path; nil when disabled.
@@ -68,7 +67,7 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	if cfg.Path == "" {
 		return nil, nil
 	}
-	l := &Log{cfg: cfg, log: log, errs: errs}
+	l := &Log{cfg: cfg, log: log, errs: errs, lostWarn: warnlimit.New(lostWarnBurst, lostWarnInterval, nil)}
 	l.execSync.Store(cfg.ExecSync)
 	l.required.Store(cfg.Required)
 	if cfg.Path == "-" {
@@ -86,8 +85,7 @@ func Open(cfg Config, errs Errors, log *slog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--audit-log: %w", err)
 	}
-	lj := &lumberjack.Logger{Filename: cfg.Path, MaxSize: rotateAtMB(cfg.MaxSizeMB), MaxBackups: cfg.MaxBackups, MaxAge: cfg.MaxAgeDays}
-	l.w, l.closer, l.rotating = lj, lj, lj
+	l.file = newLogFile(cfg)
 	return l, nil
 }
 
@@ -101,30 +99,18 @@ func openRegular(path string) (*os.File, error) {
 	return f, err
 }
 
-// neverMB is a size no audit log reaches (2 PiB): what --audit-log-maxsize 0
-// ("never") becomes for lumberjack, which reads 0 as its default of 100 MB.
-const neverMB = 1<<31 - 1
-
-func rotateAtMB(mb int) int {
-	if mb == 0 {
-		return neverMB
-	}
-	return mb
-}
-
 // Reconfigure applies the settings that can change while the log is open:
 // ExecSync, Required and MaxSizeMB. The others (the path, and the limits
-// of rotated files, which lumberjack's own goroutine reads) take a restart.
+// of rotated files) take a restart.
 func (l *Log) Reconfigure(cfg Config) {
 	if l == nil {
 		return
 	}
 	l.execSync.Store(cfg.ExecSync)
 	l.required.Store(cfg.Required)
-	if l.rotating != nil {
-		// lumberjack reads MaxSize in Write, which l.mu serializes.
+	if l.file != nil {
 		l.mu.Lock()
-		l.rotating.MaxSize = rotateAtMB(cfg.MaxSizeMB)
+		l.file.maxBytes = rotateAt(cfg.MaxSizeMB)
 		l.mu.Unlock()
 	}
 }
@@ -134,12 +120,13 @@ func (l *Log) ExecSync() bool { return l != nil && l.execSync.Load() }
 
 // Close closes the file.
 func (l *Log) Close() error {
-	if l == nil || l.closer == nil {
+	if l == nil || l.file == nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.closer.Close()
+	l.file.close()
+	return nil
 }
 
 // Ready fails while the last write failed, when events are required
@@ -163,7 +150,7 @@ func (l *Log) Ready(context.Context) error {
 // that outcome would never change.
 func (l *Log) Refusal() error {
 	// stdout has no file to look at: the session's started event decides.
-	if l == nil || !l.required.Load() || l.rotating == nil {
+	if l == nil || !l.required.Load() || l.file == nil {
 		return nil
 	}
 	if err := writable(l.cfg.Path); err != nil {
@@ -233,74 +220,22 @@ func (l *Log) write(ev *Event) error {
 	return nil
 }
 
-// writeLine writes one event's line, whole or not at all, to the file the
-// path names now. Called with l.mu held.
-//
-// Before each write it stats the path (one syscall): when the path no longer
-// names the file being written (logrotate renamed or deleted it), the file
-// is reopened, as nginx and kube-apiserver do on their operators' rotation;
-// when it names something that is not a regular file, nothing is written and
-// the event counts as failed. A write that fails part-way (a full disk) is
-// cut back to where the line began, so no fragment stays for the next line
-// to be glued to; when that cannot be done the next line starts on a line of
-// its own.
+// writeLine writes one event's line, whole or not at all (logFile's
+// writeLine, or stdout's). Called with l.mu held.
 func (l *Log) writeLine(b []byte) error {
 	if l.broken {
 		b = append([]byte{'\n'}, b...)
 	}
-	if l.rotating == nil { // stdout
+	if l.file == nil { // stdout
 		n, err := l.w.Write(b)
 		l.broken = err != nil && n > 0 && n < len(b)
 		return err
 	}
-	path := l.cfg.Path
-	fi, err := os.Stat(path)
-	switch {
-	case err == nil && !fi.Mode().IsRegular():
-		return fmt.Errorf("%s is no longer a regular file (%s); not writing to it", path, regularfile.Kind(fi.Mode()))
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return err
-	case l.opened != nil && (err != nil || !os.SameFile(fi, l.opened)):
-		l.log.Info("audit log path names another file (rotated or deleted); reopening it", "path", path)
-		l.reopen()
-	}
-	start := int64(0) // where the line begins in the file the path names
-	if err == nil {
-		start = fi.Size()
-		// lumberjack rotates before a write that would pass its size:
-		// learn the new file afterwards.
-		if start+int64(len(b)) > int64(l.rotating.MaxSize)*megabyte {
-			l.opened, start = nil, 0
-		}
-	}
-	n, err := l.w.Write(b)
-	if err != nil {
-		// lumberjack counted n bytes that may be cut below: it learns the
-		// size anew when it reopens.
-		l.reopen()
-		if n > 0 {
-			l.broken = !cutBack(path, start, int64(n))
-		}
-		return err
-	}
-	l.broken = false
-	if l.opened == nil {
-		// lumberjack opened (or created) the file just now: remember it.
-		// A rename in the microseconds between its open and this stat
-		// would go unseen until the next reopen.
-		if fi, err := os.Stat(path); err == nil {
-			l.opened = fi
-		}
-	}
-	return nil
-}
-
-const megabyte = 1024 * 1024
-
-// reopen makes the next write open the path anew. Called with l.mu held.
-func (l *Log) reopen() {
-	_ = l.rotating.Close()
-	l.opened = nil
+	broken, err := l.file.writeLine(b, func() {
+		l.log.Info("audit log path names another file (rotated or deleted); reopening it", "path", l.cfg.Path)
+	})
+	l.broken = broken
+	return err
 }
 
 // cutBack truncates the file at path to start, removing n bytes of a line
@@ -316,20 +251,37 @@ func cutBack(path string, start, n int64) bool {
 // Reopen makes the next event open the path anew (SIGHUP): the file a
 // rotation left there, or a new one.
 func (l *Log) Reopen() {
-	if l == nil || l.rotating == nil {
+	if l == nil || l.file == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.reopen()
+	l.file.close()
 }
 
+// Lost events are logged at most lostWarnBurst per lostWarnInterval: on a
+// full disk under load every event fails (tens of thousands a second), and
+// crishim_audit_errors_total counts each one.
+const (
+	lostWarnBurst    = 10
+	lostWarnInterval = time.Minute
+)
+
 // failed never drops an event silently: it is counted, logged with what it
-// said (never more than the event holds: no token, no stream data), and
-// makes crishim unready when required.
+// said (never more than the event holds: no token, no stream data; past
+// the rate limit only counted, the next line logged saying how many were
+// left out), and makes crishim unready when required.
 func (l *Log) failed(ev *Event, err error) {
 	l.errs.AuditError()
 	l.failing.Store(&err)
+	ok, suppressed := l.lostWarn.Allow()
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		l.log.Warn("audit events not written and not logged (rate limit); crishim_audit_errors_total counts them all",
+			"path", l.cfg.Path, "suppressed", suppressed, "logged_per_interval", l.lostWarn.Burst(), "interval", l.lostWarn.Interval())
+	}
 	l.log.Warn("audit event not written", "path", l.cfg.Path, "err", err,
 		"id", ev.ID, "stage", ev.Stage, "kind", ev.Kind, "container_id", ev.ContainerID, "pod_sandbox_id", ev.PodSandboxID)
 }

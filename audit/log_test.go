@@ -10,9 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crishim/crishim/warnlimit"
 )
 
 type countErrors struct{ n int }
@@ -141,8 +144,8 @@ func TestReconfigure(t *testing.T) {
 	}
 	defer l.Close()
 	l.Reconfigure(Config{ExecSync: true, Required: true, MaxSizeMB: 7})
-	if !l.ExecSync() || !l.required.Load() || l.rotating.MaxSize != 7 {
-		t.Errorf("after Reconfigure: exec sync %v, required %v, max size %d", l.ExecSync(), l.required.Load(), l.rotating.MaxSize)
+	if !l.ExecSync() || !l.required.Load() || l.file.maxBytes != 7*megabyte {
+		t.Errorf("after Reconfigure: exec sync %v, required %v, max size %d", l.ExecSync(), l.required.Load(), l.file.maxBytes)
 	}
 	l.Reconfigure(Config{})
 	if l.ExecSync() || l.required.Load() {
@@ -150,22 +153,21 @@ func TestReconfigure(t *testing.T) {
 	}
 }
 
-// --audit-log-maxsize 0 means never rotate, also after a reload;
-// lumberjack alone would rotate at 100 MB.
+// --audit-log-maxsize 0 means never rotate, also after a reload (lumberjack,
+// which crishim used before, read 0 as 100 MB).
 func TestMaxSizeZeroNeverRotates(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(Config{Path: filepath.Join(dir, "audit.log"), MaxSizeMB: 0}, &countErrors{}, slog.New(slog.DiscardHandler))
+	path := filepath.Join(dir, "audit.log")
+	l, err := Open(Config{Path: path, MaxSizeMB: 0}, &countErrors{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	l.Reconfigure(Config{MaxSizeMB: 0})
-	chunk := make([]byte, 1<<20)
-	for range 101 {
-		if _, err := l.rotating.Write(chunk); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Truncate(path, 101<<20); err != nil { // sparse: 101 MiB that take no space
+		t.Fatal(err)
 	}
+	l.Start(Event{Kind: KindSignal})
 	files, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -368,5 +370,71 @@ func TestRequiredRefusesSessions(t *testing.T) {
 	}
 	if err := l.Refusal(); err != nil {
 		t.Errorf("Refusal after a good write: %v", err)
+	}
+}
+
+// TestDeletedDirectoryComesBack0700: the log's directory, deleted, is made
+// again 0700 (as the unit's LogsDirectoryMode), not 0755: the log names every
+// shell opened on the node.
+func TestDeletedDirectoryComesBack0700(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "crishim")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "audit.log")
+	errs := &countErrors{}
+	l, err := Open(Config{Path: path}, errs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Start(Event{Kind: KindSignal, ContainerID: "a"})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	l.Start(Event{Kind: KindSignal, ContainerID: "b"})
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 || errs.n != 0 {
+		t.Fatalf("directory after its deletion: %v (%v), %d errors; want mode 0700", fi, err, errs.n)
+	}
+	if got := fmt.Sprint(lines(t, path)); got != "[b]" {
+		t.Errorf("the path holds %s, want [b]", got)
+	}
+}
+
+// countHandler counts the records logged, by message.
+type countHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Message]++
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestLostEventsLoggedAtARate: on a full disk every event fails; each is
+// counted, but only lostWarnBurst a minute are logged, and the next line
+// logged says how many were not.
+func TestLostEventsLoggedAtARate(t *testing.T) {
+	h := &countHandler{n: map[string]int{}}
+	errs := &countErrors{}
+	now := time.Unix(1000, 0)
+	l := &Log{cfg: Config{Path: "/x"}, errs: errs, log: slog.New(h), w: &failingWriter{err: syscall.ENOSPC},
+		lostWarn: warnlimit.New(lostWarnBurst, lostWarnInterval, func() time.Time { return now })}
+	for range 1000 {
+		l.Start(Event{Kind: KindSignal})
+	}
+	now = now.Add(lostWarnInterval)
+	l.Start(Event{Kind: KindSignal})
+	const notWritten, notLogged = "audit event not written", "audit events not written and not logged (rate limit); crishim_audit_errors_total counts them all"
+	if errs.n != 1001 || h.n[notWritten] != lostWarnBurst+1 || h.n[notLogged] != 1 {
+		t.Errorf("1001 events lost: %d counted, logged %v; want 1001 counted, %d logged and one line saying the others were not",
+			errs.n, h.n, lostWarnBurst+1)
 	}
 }

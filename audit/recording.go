@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -93,34 +94,70 @@ var ErrRecordDirFull = errors.New("recording directory full (--record-max-total-
 // full, new sessions are not recorded and running recordings stop, each
 // counted and logged, until an operator moves recordings away. A nil
 // *RecordBudget bounds nothing.
+//
+// What recordings write is charged to a running total; the directory is
+// measured (every file in it stat'ed: seconds for 100,000 recordings) at
+// the first recording and then at most once per recordRescanEvery, at a
+// recording's start, to learn what operators removed or others wrote.
 type RecordBudget struct {
 	dir string
 	max int64
+	now func() time.Time
 	// used is the directory's size as last measured, plus what was
 	// written since.
 	used atomic.Int64
+	// full says a write did not fit since the last measure: no new
+	// recording until a measure finds room.
+	full atomic.Bool
+
+	mu       sync.Mutex
+	scanned  time.Time // when the directory was last measured
+	scans    int       // how often (tests)
+	scanning bool
 }
+
+// recordRescanEvery bounds how often the recording directory is measured:
+// recordings removed by an operator are room again within it.
+const recordRescanEvery = time.Minute
 
 // NewRecordBudget bounds dir to max bytes; nil when max is 0 (no limit).
 func NewRecordBudget(dir string, max int64) *RecordBudget {
 	if max <= 0 {
 		return nil
 	}
-	return &RecordBudget{dir: dir, max: max}
+	return &RecordBudget{dir: dir, max: max, now: time.Now}
 }
 
-// Admit measures the directory afresh (an operator may have removed
-// recordings) and refuses a new recording once it is full.
+// Admit refuses a new recording once the directory is full (or a write did
+// not fit in it), measuring it afresh when the last measure is older than
+// recordRescanEvery. One
+// recording's start measures; the others meanwhile use the running total.
 func (b *RecordBudget) Admit() error {
 	if b == nil {
 		return nil
 	}
-	n, err := dirBytes(b.dir)
-	if err != nil {
-		return fmt.Errorf("--record-dir: %w", err)
+	b.mu.Lock()
+	now := b.now()
+	scan := !b.scanning && (b.scanned.IsZero() || now.Sub(b.scanned) >= recordRescanEvery)
+	if scan {
+		b.scanning, b.scans = true, b.scans+1
 	}
-	b.used.Store(n)
-	if n >= b.max {
+	b.mu.Unlock()
+	if scan {
+		n, err := dirBytes(b.dir)
+		b.mu.Lock()
+		b.scanning = false
+		if err == nil {
+			b.scanned = now
+			b.used.Store(n)
+			b.full.Store(false)
+		}
+		b.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("--record-dir: %w", err)
+		}
+	}
+	if n := b.used.Load(); n >= b.max || b.full.Load() {
 		return fmt.Errorf("%w: %s holds %d bytes, the limit is %d", ErrRecordDirFull, b.dir, n, b.max)
 	}
 	return nil
@@ -141,10 +178,28 @@ type budgetWriter struct {
 	b *RecordBudget
 }
 
+// ErrRecordingDeleted is why a recording is lost though every write
+// succeeded: its file was deleted while it was written (its directory
+// removed), and what it held went with it.
+var ErrRecordingDeleted = errors.New("recording deleted while it was written (its directory removed?); what it held is lost")
+
+// deletedFile says whether w, a recording's file or a budget's writer of
+// one, writes to a file that has no name left.
+func deletedFile(w io.Writer) bool {
+	switch w := w.(type) {
+	case *os.File:
+		return unlinked(w)
+	case budgetWriter:
+		return deletedFile(w.w)
+	}
+	return false
+}
+
 func (bw budgetWriter) Write(p []byte) (int, error) {
 	n := int64(len(p))
 	if bw.b.used.Add(n) > bw.b.max {
 		bw.b.used.Add(-n)
+		bw.b.full.Store(true)
 		return 0, ErrRecordDirFull
 	}
 	return bw.w.Write(p)

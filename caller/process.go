@@ -54,6 +54,7 @@ const (
 	maxCmdline = 4096
 	maxSmall   = 64 // loginuid, sessionid
 	maxStat    = 1024
+	maxStatus  = 4096 // status is ~1.5 KB; Uid and Gid come in its first lines
 )
 
 // unsetID is the kernel's "not set" for loginuid and sessionid ((u32)-1).
@@ -65,22 +66,56 @@ type Cred struct {
 	UID, GID uint32
 }
 
-// Read completes cred from procRoot (normally "/proc"). acceptedTicks is
-// the boot-relative time the connection was accepted, in clock ticks (as
-// /proc/<pid>/stat counts a process's start): a process that started later
-// has only taken the peer's pid after it exited, and is not read.
+// Read completes cred from procRoot (normally "/proc") where no pidfd of
+// the peer is to be had (a kernel without SO_PEERPIDFD): what it reads may
+// be another process's that took the pid after the peer exited, and is
+// dropped when that shows. acceptedTicks is the boot-relative time the
+// connection was accepted, in clock ticks (as /proc/<pid>/stat counts a
+// process's start): a process that started later has only taken the
+// peer's pid, and is not read. Nor is one whose effective uid or gid
+// (/proc/<pid>/status) differ from the socket's: that the peer changed
+// them after connecting is rarer than a pid reused. Either way the peer is
+// recorded as exited. A process that took the pid between the connection
+// and its accept, with the peer's uid and gid, goes unseen: hence the
+// pidfd where there is one (ReadWhile).
 func Read(procRoot string, cred Cred, acceptedTicks uint64) *Process {
+	dir := filepath.Join(procRoot, strconv.Itoa(int(cred.PID)))
+	var start uint64
+	return read(procRoot, cred, func(before bool) bool {
+		if before {
+			var err error
+			start, err = startTicks(dir)
+			return err == nil && start <= acceptedTicks && sameIDs(dir, cred)
+		}
+		// The pid may have changed hands while it was read.
+		again, err := startTicks(dir)
+		return err == nil && again == start && sameIDs(dir, cred)
+	})
+}
+
+// ReadWhile completes cred from procRoot and keeps what it read only if
+// running, asked before and after the reads, says the peer still runs: a
+// process keeps its pid until it exits and is reaped, so /proc/<pid> was
+// then the peer's. running is a pidfd's answer (FromConn).
+func ReadWhile(procRoot string, cred Cred, running func() bool) *Process {
+	return read(procRoot, cred, func(bool) bool { return running() })
+}
+
+// read reads /proc/<pid> of cred's process between two calls of valid
+// (before, then after the reads), and keeps it only when both say yes.
+func read(procRoot string, cred Cred, valid func(before bool) bool) *Process {
 	p := &Process{PID: cred.PID, UID: cred.UID, GID: cred.GID}
-	if cred.PID <= 0 {
-		// 0: the peer is in a PID namespace crishim cannot see.
-		p.Exited = true
+	gone := func() *Process {
+		*p = Process{PID: cred.PID, UID: cred.UID, GID: cred.GID, Exited: true}
 		return p
 	}
+	if cred.PID <= 0 {
+		// 0: the peer is in a PID namespace crishim cannot see.
+		return gone()
+	}
 	dir := filepath.Join(procRoot, strconv.Itoa(int(cred.PID)))
-	start, err := startTicks(dir)
-	if err != nil || start > acceptedTicks {
-		p.Exited = true
-		return p
+	if !valid(true) {
+		return gone()
 	}
 	p.LoginUID = readID(filepath.Join(dir, "loginuid"))
 	p.SessionID = readID(filepath.Join(dir, "sessionid"))
@@ -90,22 +125,70 @@ func Read(procRoot string, cred Cred, acceptedTicks uint64) *Process {
 	if b, err := readBounded(filepath.Join(dir, "cmdline"), maxCmdline); err == nil {
 		p.Cmdline = splitCmdline(b)
 	}
-	// The pid may have changed hands while it was read: then what was
-	// read is another process's, and dropped.
-	if again, err := startTicks(dir); err != nil || again != start {
-		*p = Process{PID: cred.PID, UID: cred.UID, GID: cred.GID, Exited: true}
-		return p
+	hostMounts := hostMountNS(procRoot, dir)
+	if !valid(false) {
+		return gone()
 	}
-	p.Kubelet = IsKubeletExe(p.UID, p.Exe)
+	p.Kubelet = hostMounts && IsKubeletExe(p.UID, p.Exe)
 	return p
 }
 
-// IsKubeletExe is crishim's rule for "the caller is the kubelet": a process
-// of root whose executable, as the kernel names it (/proc/<pid>/exe, which
-// the process cannot change; argv[0] and comm it can), is a file named
-// kubelet. Only root can make such a process (or do anything else the
-// kubelet can), so an operator or a member of the socket's group cannot pass
-// for the kubelet; root can, and root can evade any audit on its own node.
+// hostMountNS says whether the process at dir sees the host's mounts: its
+// mount namespace is PID 1's, or crishim's own. A process in a container
+// is in another, where its exe is a path of the container's file system,
+// which whoever made the image names as they like.
+func hostMountNS(procRoot, dir string) bool {
+	ns, err := os.Stat(filepath.Join(dir, "ns", "mnt"))
+	if err != nil {
+		return false
+	}
+	for _, host := range []string{"1", "self"} {
+		// PID 1's: crishim's own may be private (the unit's PrivateTmp).
+		if h, err := os.Stat(filepath.Join(procRoot, host, "ns", "mnt")); err == nil && os.SameFile(ns, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameIDs says whether the process at dir has the effective uid and gid
+// the socket recorded (the second of the Uid: and Gid: lines of status).
+func sameIDs(dir string, cred Cred) bool {
+	b, err := readBounded(filepath.Join(dir, "status"), maxStatus)
+	if err != nil {
+		return false
+	}
+	var uidOK, gidOK bool
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "Uid" && k != "Gid") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 2 {
+			return false
+		}
+		id, err := strconv.ParseUint(f[1], 10, 32)
+		if err != nil {
+			return false
+		}
+		if k == "Uid" {
+			uidOK = uint32(id) == cred.UID
+		} else {
+			gidOK = uint32(id) == cred.GID
+		}
+	}
+	return uidOK && gidOK
+}
+
+// IsKubeletExe is crishim's rule for "the caller is the kubelet", given a
+// process in the host's mount namespace: a process of root whose
+// executable, as the kernel names it (/proc/<pid>/exe, which the process
+// cannot change; argv[0] and comm it can), is a file named kubelet. Only
+// root can make such a process (or do anything else the kubelet can), so an
+// operator or a member of the socket's group cannot pass for the kubelet;
+// root can, and root can evade any audit on its own node. Root in a
+// container cannot: its exe is a path in the container's file system.
 func IsKubeletExe(uid uint32, exe string) bool {
 	return uid == 0 && exe != "" && filepath.Base(exe) == "kubelet"
 }

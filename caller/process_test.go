@@ -2,6 +2,7 @@ package caller
 
 import (
 	"context"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,19 +13,44 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// fakeProc writes /proc/<pid> files for Read; an empty value leaves the
-// file out.
-func fakeProc(t *testing.T, pid int, files map[string]string, exe string) string {
+// fakeProc writes /proc/<pid> files for Read: status from cred unless
+// files has one (an empty value leaves a file out), and a mount namespace
+// that is PID 1's, or a container's when container is set.
+func fakeProc(t *testing.T, cred Cred, files map[string]string, exe string, container bool) string {
 	t.Helper()
 	root := t.TempDir()
-	dir := filepath.Join(root, strconv.Itoa(pid))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	dir := filepath.Join(root, strconv.Itoa(int(cred.PID)))
+	for _, d := range []string{filepath.Join(dir, "ns"), filepath.Join(root, "1", "ns")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := files["status"]; !ok {
+		files = maps.Clone(files)
+		if files == nil {
+			files = map[string]string{}
+		}
+		files["status"] = status(cred.UID, cred.GID)
 	}
 	for name, v := range files {
+		if v == "" {
+			continue
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	hostNS := filepath.Join(root, "1", "ns", "mnt")
+	if err := os.WriteFile(hostNS, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if container {
+		err := os.WriteFile(filepath.Join(dir, "ns", "mnt"), nil, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Symlink(hostNS, filepath.Join(dir, "ns", "mnt")); err != nil {
+		t.Fatal(err)
 	}
 	if exe != "" {
 		if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
@@ -32,6 +58,15 @@ func fakeProc(t *testing.T, pid int, files map[string]string, exe string) string
 		}
 	}
 	return root
+}
+
+// status is the start of a /proc/<pid>/status whose real, effective, saved
+// and file system ids are uid and gid.
+func status(uid, gid uint32) string {
+	u, g := strconv.Itoa(int(uid)), strconv.Itoa(int(gid))
+	return "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t42\n" +
+		"Uid:\t" + u + "\t" + u + "\t" + u + "\t" + u + "\n" +
+		"Gid:\t" + g + "\t" + g + "\t" + g + "\t" + g + "\nGroups:\t\n"
 }
 
 // stat is a /proc/<pid>/stat line whose process started at tick start,
@@ -51,12 +86,13 @@ func u32(v uint32) *uint32 { return &v }
 func TestRead(t *testing.T) {
 	long := strings.Repeat("x", 2*maxCmdline)
 	for _, tc := range []struct {
-		name     string
-		cred     Cred
-		files    map[string]string
-		exe      string
-		accepted uint64
-		want     Process
+		name      string
+		cred      Cred
+		files     map[string]string
+		exe       string
+		accepted  uint64
+		container bool // in a mount namespace of its own
+		want      Process
 	}{{
 		name:     "an operator's crictl after sudo: the login uid and session survive",
 		cred:     Cred{PID: 42, UID: 0, GID: 0},
@@ -71,6 +107,14 @@ func TestRead(t *testing.T) {
 		exe:      "/usr/local/bin/kubelet",
 		accepted: 200,
 		want:     Process{PID: 9, Exe: "/usr/local/bin/kubelet", Cmdline: []string{"kubelet", "--config=/k"}, Kubelet: true},
+	}, {
+		name:      "root's binary named kubelet in a container is not the kubelet",
+		cred:      Cred{PID: 9, UID: 0, GID: 0},
+		files:     map[string]string{"stat": stat(9, 5), "cmdline": "kubelet\x00"},
+		exe:       "/usr/local/bin/kubelet",
+		accepted:  200,
+		container: true,
+		want:      Process{PID: 9, Exe: "/usr/local/bin/kubelet", Cmdline: []string{"kubelet"}},
 	}, {
 		name:     "a binary named kubelet run by someone else is not the kubelet",
 		cred:     Cred{PID: 9, UID: 1000, GID: 1000},
@@ -105,6 +149,25 @@ func TestRead(t *testing.T) {
 		accepted: 200,
 		want:     Process{PID: 42, UID: 1000, GID: 100, Exited: true},
 	}, {
+		name:     "its pid taken by another user's process that started before the accept",
+		cred:     Cred{PID: 42, UID: 4242, GID: 4242},
+		files:    map[string]string{"stat": stat(42, 150), "status": status(0, 0), "loginuid": "1000", "cmdline": "sleep\x00"},
+		exe:      "/usr/bin/sleep",
+		accepted: 200,
+		want:     Process{PID: 42, UID: 4242, GID: 4242, Exited: true},
+	}, {
+		name:     "its pid taken by a process of the same uid and another gid",
+		cred:     Cred{PID: 42, UID: 1000, GID: 1000},
+		files:    map[string]string{"stat": stat(42, 150), "status": status(1000, 5), "cmdline": "sleep\x00"},
+		accepted: 200,
+		want:     Process{PID: 42, UID: 1000, GID: 1000, Exited: true},
+	}, {
+		name:     "a status without ids is not the caller's",
+		cred:     Cred{PID: 42, UID: 1000, GID: 1000},
+		files:    map[string]string{"stat": stat(42, 150), "status": "Name:\tx\n", "cmdline": "sleep\x00"},
+		accepted: 200,
+		want:     Process{PID: 42, UID: 1000, GID: 1000, Exited: true},
+	}, {
 		name: "a peer in a PID namespace crishim cannot see (pid 0)",
 		cred: Cred{PID: 0, UID: 5, GID: 5},
 		want: Process{UID: 5, GID: 5, Exited: true},
@@ -122,12 +185,33 @@ func TestRead(t *testing.T) {
 		want:     Process{PID: 42},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := fakeProc(t, int(tc.cred.PID), tc.files, tc.exe)
+			root := fakeProc(t, tc.cred, tc.files, tc.exe, tc.container)
 			got := Read(root, tc.cred, tc.accepted)
 			if !equal(got, &tc.want) {
 				t.Errorf("Read = %s\nwant %s", show(got), show(&tc.want))
 			}
 		})
+	}
+}
+
+// TestReadWhile: with a pidfd, what was read is kept only if the peer
+// still ran after the reads; neither start time nor ids are asked.
+func TestReadWhile(t *testing.T) {
+	cred := Cred{PID: 42, UID: 1000, GID: 1000}
+	root := fakeProc(t, cred, map[string]string{"status": "", "cmdline": "crictl\x00"}, "/usr/bin/crictl", false)
+	for _, tc := range []struct {
+		answers []bool // of running, in turn
+		want    Process
+	}{
+		{[]bool{true, true}, Process{PID: 42, UID: 1000, GID: 1000, Exe: "/usr/bin/crictl", Cmdline: []string{"crictl"}}},
+		{[]bool{true, false}, Process{PID: 42, UID: 1000, GID: 1000, Exited: true}}, // exited while read
+		{[]bool{false}, Process{PID: 42, UID: 1000, GID: 1000, Exited: true}},
+	} {
+		asked := 0
+		got := ReadWhile(root, cred, func() bool { asked++; return tc.answers[asked-1] })
+		if !equal(got, &tc.want) || asked != len(tc.answers) {
+			t.Errorf("running %v: %s after %d questions\nwant %s", tc.answers, show(got), asked, show(&tc.want))
+		}
 	}
 }
 

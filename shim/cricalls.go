@@ -50,16 +50,61 @@ var readOnlyMethods = map[string]bool{
 	crishimv1.Crishim_Status_FullMethodName:                          true,
 }
 
-// CRICallsAudited says which methods are audited at level (audit.CRICalls*)
-// when called by anything but the kubelet; nil for none.
+// verboseReads are the read-only calls whose verbose answer (the runtime's
+// info map) says more than a status: ContainerStatus's holds the
+// container's whole config, its environment too, often secrets (`crictl
+// inspect`); PodSandboxStatus's the sandbox's config, ImageStatus's the
+// image's. At level mutating they are audited when verbose.
+var verboseReads = map[string]bool{
+	runtimeapi.RuntimeService_ContainerStatus_FullMethodName:  true,
+	runtimeapi.RuntimeService_PodSandboxStatus_FullMethodName: true,
+	runtimeapi.ImageService_ImageStatus_FullMethodName:        true,
+}
+
+// CRICallsAudited says which methods crishim's gRPC server must see, decoded,
+// at level (audit.CRICalls*) when called by anything but the kubelet; nil
+// for none. At level mutating that is the verbose reads too, whose request
+// then decides (auditsRequest): the others pass through undecoded.
 func CRICallsAudited(level string) func(fullMethod string) bool {
 	switch level {
 	case audit.CRICallsAll:
 		return func(string) bool { return true }
 	case audit.CRICallsMutating:
-		return func(m string) bool { return !readOnlyMethods[m] }
+		return func(m string) bool { return !readOnlyMethods[m] || verboseReads[m] }
 	}
 	return nil
+}
+
+// auditsRequest says whether a call of method that CRICallsAudited selects
+// at level is audited, given its request: a verbose read at level
+// mutating only when it asks for verbose. req is a decoded message or a
+// relayed *proxy.Frame.
+func auditsRequest(level, method string, req any) bool {
+	if level != audit.CRICallsMutating || !verboseReads[method] {
+		return true
+	}
+	var m protoreflect.Message
+	switch r := req.(type) {
+	case *proxy.Frame:
+		md := methodDescriptor(method)
+		if md == nil {
+			return true
+		}
+		dm := dynamicpb.NewMessage(md.Input())
+		if err := proto.Unmarshal(r.Bytes(), dm); err != nil {
+			return true // the runtime will refuse it: audited, as any doubt
+		}
+		m = dm
+	case proto.Message:
+		if r == nil {
+			return true
+		}
+		m = r.ProtoReflect()
+	default:
+		return true
+	}
+	fd := m.Descriptor().Fields().ByName("verbose")
+	return fd == nil || fd.Kind() != protoreflect.BoolKind || m.Get(fd).Bool()
 }
 
 // CRICallInterceptors audit the calls of callers other than the kubelet
@@ -74,7 +119,8 @@ func CRICallsAudited(level string) func(fullMethod string) bool {
 // there (proxy.ServerOptions.Audited), as raw messages that they decode
 // only for the fields that name a container or pod sandbox.
 func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
-	audited := CRICallsAudited(s.opts.Audit.CRICalls())
+	level := s.opts.Audit.CRICalls()
+	audited := CRICallsAudited(level)
 	watch := func(ctx context.Context, method string) (*caller.Process, bool) {
 		if audited == nil {
 			return nil, false
@@ -84,7 +130,7 @@ func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamSe
 	}
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		p, ok := watch(ctx, info.FullMethod)
-		if !ok {
+		if !ok || !auditsRequest(level, info.FullMethod, req) {
 			return handler(ctx, req)
 		}
 		sess := s.opts.Audit.Start(s.criCallStart(ctx, info.FullMethod, p, targetOf(req)))
@@ -103,9 +149,9 @@ func (s *Shim) CRICallInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamSe
 		if !ok {
 			return handler(srv, ss)
 		}
-		as := &auditedStream{ServerStream: ss, s: s, method: info.FullMethod, caller: p}
+		as := &auditedStream{ServerStream: ss, s: s, method: info.FullMethod, caller: p, level: level}
 		err := handler(srv, as)
-		as.start(func() target { return target{} }) // a call that ended before its request
+		as.start(nil, func() target { return target{} }) // a call that ended before its request
 		as.sess.End(func(ev *audit.Event) {
 			auditEnd(err)(ev)
 			fillTarget(ev, as.answer)
@@ -275,15 +321,21 @@ type auditedStream struct {
 	s       *Shim
 	method  string
 	caller  *caller.Process
+	level   string // of --audit-cri-calls
 	once    sync.Once
 	sess    *audit.Session
 	answer  target // the handler's goroutine only
 	replied bool
 }
 
-// start writes the started event, the first time only.
-func (as *auditedStream) start(t func() target) {
+// start writes the started event, the first time only, unless the
+// request (nil: none came) is not audited (auditsRequest): then the call
+// has no session.
+func (as *auditedStream) start(req any, t func() target) {
 	as.once.Do(func() {
+		if req != nil && !auditsRequest(as.level, as.method, req) {
+			return
+		}
 		as.sess = as.s.opts.Audit.Start(as.s.criCallStart(as.Context(), as.method, as.caller, t()))
 	})
 }
@@ -292,7 +344,11 @@ func (as *auditedStream) start(t func() target) {
 // handler sends it on.
 func (as *auditedStream) RecvMsg(m any) error {
 	err := as.ServerStream.RecvMsg(m)
-	as.start(func() target {
+	var req any
+	if err == nil {
+		req = m
+	}
+	as.start(req, func() target {
 		if err != nil {
 			return target{}
 		}

@@ -70,7 +70,8 @@ func serveAudited(t *testing.T, s *Shim) runtimeapi.RuntimeServiceClient {
 }
 
 // TestCRICallsOfOtherCallersAreAudited: a caller other than the kubelet (this
-// test) that changes something is audited with its caller, the full ID of
+// test) that changes something, or reads a container's whole config
+// (a verbose ContainerStatus), is audited with its caller, the full ID of
 // the container it named by a prefix, the pod, the method and the code,
 // whether crishim relays the call or intercepts it; what only reads is not,
 // and nothing is at level none.
@@ -101,6 +102,12 @@ func TestCRICallsOfOtherCallersAreAudited(t *testing.T) {
 			if status.Code(err) != codes.Unimplemented {
 				t.Fatalf("UpdateContainerResources: %v, want the fake's Unimplemented", err)
 			}
+			// crictl inspect: verbose, the container's whole config.
+			for _, verbose := range []bool{false, true} {
+				if _, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: "abc", Verbose: verbose}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -120,6 +127,7 @@ func TestCRICallsOfOtherCallersAreAudited(t *testing.T) {
 				{runtimeapi.RuntimeService_StopContainer_FullMethodName, full, "OK"},
 				{runtimeapi.RuntimeService_RemoveContainer_FullMethodName, full, "OK"},
 				{runtimeapi.RuntimeService_UpdateContainerResources_FullMethodName, "nosuch", "Unimplemented"},
+				{runtimeapi.RuntimeService_ContainerStatus_FullMethodName, full, "OK"}, // the verbose one
 			}
 			if len(evs) != 2*len(wants) {
 				t.Fatalf("%d events, want a started and an ended one for each of %d calls:\n%s", len(evs), len(wants), b)
@@ -159,6 +167,11 @@ func TestReadOnlyMethodsExist(t *testing.T) {
 	} {
 		if !audited(m) {
 			t.Errorf("%s is not audited at level mutating", m)
+		}
+	}
+	for m := range verboseReads {
+		if methodDescriptor(m) == nil || !audited(m) {
+			t.Errorf("verbose read %s: no such method, or not seen at level mutating", m)
 		}
 	}
 }

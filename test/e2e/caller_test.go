@@ -149,3 +149,37 @@ func TestCrictlRmIsAuditedWithItsCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestCrictlInspectIsAudited: at --audit-cri-calls mutating (the default),
+// an operator's `crictl inspect`, a verbose ContainerStatus whose answer
+// holds the container's whole config (its environment too), is audited
+// with its caller and the container; the same read without verbose, as
+// `crictl ps` lists, is not.
+func TestCrictlInspectIsAudited(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	d := startCrishim(t, testbed.Endpoint, "--audit-log", path)
+	rs, _ := criClients(t, d.Endpoint)
+	_, _, ctrID := podWithContainer(t, rs, "inspect", sleeperScript)
+
+	if out := crictlAsOperator(t, d.Endpoint, "inspect", ctrID[:12]); !strings.Contains(out, ctrID) {
+		t.Fatalf("crictl inspect printed %q, want the container", out)
+	}
+	method := runtimeapi.RuntimeService_ContainerStatus_FullMethodName
+	ev := auditEvent(t, path, "crictl inspect's ended event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindCRICall && ev.Method == method && ev.Stage == audit.StageEnded && isOperatorsCrictl(ev.Caller, "inspect")
+	})
+	if ev.ContainerID != ctrID || ev.ContainerName != "app" || ev.Code != "OK" {
+		t.Errorf("crictl inspect's event %+v: want container %s (app), code OK", ev, ctrID)
+	}
+	// This test's own CRI client (not the kubelet either) reads without
+	// verbose: not audited (an audited call's events are written before
+	// it answers).
+	if _, err := rs.ContainerStatus(t.Context(), ctrID, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range readAudit(t, path) {
+		if ev.Kind == audit.KindCRICall && ev.Method == method && !isOperatorsCrictl(ev.Caller, "inspect") {
+			t.Errorf("a ContainerStatus without verbose is audited: %+v", ev)
+		}
+	}
+}
