@@ -7,9 +7,21 @@ import (
 	"log/slog"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/sys/unix"
+)
+
+// Protocol error warnings are rate-limited: a peer that keeps making them (a
+// broken or hostile client reconnecting in a loop) must not flood the journal
+// with one line each. The first warnBurst of each warnInterval are logged;
+// the rest are only counted (crishim_relay_protocol_errors_total counts every
+// one), and the next warning logged says how many were left out. Ten a minute
+// is more than any working client makes and few enough to read.
+const (
+	warnBurst    = 10
+	warnInterval = time.Minute
 )
 
 // Reasons under which crishim_relay_protocol_errors_total counts a peer's
@@ -92,7 +104,7 @@ type ProtocolErrorObserver interface {
 
 // protocolError counts and logs a protocol error of c's peer, answered
 // with code on stream id (0: GOAWAY). Every one is counted; the warnings
-// are rate-limited (warnlimit.go): a peer reconnecting in a loop pays a
+// are rate-limited (package warnlimit): a peer reconnecting in a loop pays a
 // connection per error, which is cheap, and must not flood the journal.
 func (s *session) protocolError(c *h2conn, reason string, code http2.ErrCode, id uint32, detail string) {
 	if o := s.r.protoErrs; o != nil {
@@ -102,13 +114,13 @@ func (s *session) protocolError(c *h2conn, reason string, code http2.ErrCode, id
 	if log == nil {
 		return
 	}
-	ok, suppressed := s.r.protoWarn.allow()
+	ok, suppressed := s.r.protoWarn.Allow()
 	if !ok {
 		return
 	}
 	if suppressed > 0 {
 		log.LogAttrs(context.Background(), slog.LevelWarn, "protocol errors from peers of the relay not logged (rate limit); crishim_relay_protocol_errors_total counts them all",
-			slog.Int("suppressed", suppressed), slog.Int("logged_per_interval", s.r.protoWarn.burst), slog.Duration("interval", s.r.protoWarn.interval))
+			slog.Int("suppressed", suppressed), slog.Int("logged_per_interval", s.r.protoWarn.Burst()), slog.Duration("interval", s.r.protoWarn.Interval()))
 	}
 	peer := "client"
 	if c != s.client {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/crishim/crishim/caller"
+	"github.com/crishim/crishim/warnlimit"
 )
 
 // relay is the h2 pass-through: it serves the kubelet-facing socket itself
@@ -31,7 +32,7 @@ type relay struct {
 	observe   CallObserver
 	protoErrs ProtocolErrorObserver
 	log       *slog.Logger
-	protoWarn *warnLimit // protocol error warnings
+	protoWarn *warnlimit.Limit // protocol error warnings
 	// goAwayTimeout is goAwayTimeout but in tests.
 	goAwayTimeout time.Duration
 	identify      func(net.Conn) *caller.Process
@@ -75,7 +76,7 @@ func newRelay(b *Backend, gs *grpc.Server, opts ServerOptions, rw map[string]Rew
 	}
 	r.protoErrs, _ = opts.Observe.(ProtocolErrorObserver)
 	r.goAwayTimeout = cmp.Or(opts.goAwayTimeout, goAwayTimeout)
-	r.protoWarn = newWarnLimit(warnBurst, warnInterval, opts.warnClock)
+	r.protoWarn = warnlimit.New(warnBurst, warnInterval, opts.warnClock)
 	for _, m := range opts.Intercept {
 		if m.handler != nil {
 			r.router.local[m.FullMethod] = true
