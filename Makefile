@@ -93,11 +93,14 @@ demo-clean:
 # A one-node Kubernetes cluster (etcd, kube-apiserver, controller-manager, scheduler,
 # kubelet) whose kubelet talks to crishim in front of the private containerd. Prints
 # KUBECONFIG=, CRISHIM_SOCK= and CRISHIM_METRICS= lines; a second call reuses the node.
-node: build
-	@$(GO) run ./test/node/up --crishim bin/crishim
+# SYSTEMD=1: the systemd node instead (docs/testing.md#the-systemd-node): systemd as PID 1
+# of its own namespaces, containerd, crishim (from `make deb`) and the kubelet as its units;
+# started afresh each time. SYSTEMD_NODE picks its index (default 1).
+node: build $(if $(SYSTEMD),deb)
+	@$(GO) run ./test/node/up --crishim bin/crishim $(if $(SYSTEMD),--systemd --index $(or $(SYSTEMD_NODE),1))
 
 node-clean:
-	@$(GO) run ./test/node/up --clean
+	@$(GO) run ./test/node/up --clean $(if $(SYSTEMD),--systemd --index $(or $(SYSTEMD_NODE),1))
 
 # Build (or find cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kubectl and etcd from the Go module proxy (test/node/kubebuild).
