@@ -194,9 +194,14 @@ func stage2(lower string, l layout, hs []cgroupHierarchy, binds [][2]string) str
 		fmt.Fprintf(&b, "mkdir -p \"$R\"%s\nmount --bind %s \"$R\"%s\n", q(bd[1]), q(bd[0]), q(bd[1]))
 	}
 	b.WriteString(`mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
-# /proc/sys read-only (the kernel's tunables are the host's), its per-namespace net/ writable.
+# /proc/sys read-only (the kernel's tunables are the host's: no systemd-sysctl of the node
+# applies Debian's defaults to them), its per-namespace net/ writable, and the six the kubelet
+# insists on setting (it fails to start if it cannot), as any kubelet of the bed sets them.
 mount --bind "$R/proc/sys" "$R/proc/sys"
 mount --bind "$R/proc/sys/net" "$R/proc/sys/net"
+for f in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do
+	mount --bind "$R/proc/sys/$f" "$R/proc/sys/$f"
+done
 mount -o remount,bind,ro,nosuid,nodev,noexec "$R/proc/sys"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys"
 `)

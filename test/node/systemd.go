@@ -153,6 +153,14 @@ func (n *Node) boot(ctx context.Context, i int, lower string) error {
 	if err := writeFile(filepath.Join(l.path("upper"), "etc/hostname"), []byte(n.s.Name+"\n")); err != nil {
 		return err
 	}
+	// systemd-sysctl applies Debian's sysctl.d to the kernel, the host's: /proc/sys is
+	// read-only in the node, but not trying is better than failing quietly.
+	if err := os.MkdirAll(filepath.Join(l.path("upper"), "etc/systemd/system"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(l.path("upper"), "etc/systemd/system/systemd-sysctl.service")); err != nil {
+		return err
+	}
 	binds := [][2]string{{l.path("containerd"), "/var/lib/containerd"}, {l.path("kubelet"), "/var/lib/kubelet"}}
 
 	pid, release, err := n.launch(lower, hs, binds)
