@@ -244,12 +244,12 @@ func (n *Node) installKubelet(ctx context.Context) error {
 	if err := writeFile(n.nodePath(kubeletDefaultsEnv), []byte("KUBELET_EXTRA_ARGS=\"--v=2\"\n")); err != nil {
 		return err
 	}
+	// The kubelet package enables its unit; then docs/install.md's commands, as they are.
 	if _, err := n.NodeExec(ctx, "sh", "-c", `set -e
-mkdir -p /etc/systemd/system/kubelet.service.d /etc/kubernetes/kubelet.conf.d
-cp /usr/share/crishim/kubelet/kubelet.service.d/90-crishim.conf /etc/systemd/system/kubelet.service.d/
-cp /usr/share/crishim/kubelet/kubelet.conf.d/90-crishim.conf /etc/kubernetes/kubelet.conf.d/
-systemctl daemon-reload
-systemctl enable --now kubelet`); err != nil {
+systemctl enable kubelet
+install -D -m 0644 /usr/share/crishim/kubelet/kubelet.service.d/90-crishim.conf /etc/systemd/system/kubelet.service.d/90-crishim.conf
+install -D -m 0644 /usr/share/crishim/kubelet/kubelet.conf.d/90-crishim.conf /etc/kubernetes/kubelet.conf.d/90-crishim.conf
+systemctl daemon-reload && systemctl restart kubelet`); err != nil {
 		return err
 	}
 	return nil

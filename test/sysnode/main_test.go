@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -32,12 +33,18 @@ func runMain(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	deb, cleanup, err := buildDeb(ctx)
+	dir, err := os.MkdirTemp("", "crishim-sysnode-deb-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sysnode:", err)
 		return 1
 	}
-	defer cleanup()
+	defer os.RemoveAll(dir)
+	debDir = dir
+	deb, err := buildDeb(ctx, firstVersion)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sysnode:", err)
+		return 1
+	}
 	if err := node.CleanSystemd(index); err != nil {
 		fmt.Fprintln(os.Stderr, "sysnode: sweep:", err)
 		return 1
@@ -70,26 +77,31 @@ func runMain(m *testing.M) int {
 	return code
 }
 
-// buildDeb builds the package as `make deb` does, into a directory of its own.
-func buildDeb(ctx context.Context) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "crishim-sysnode-deb-")
-	if err != nil {
-		return "", nil, err
-	}
-	cleanup := func() { os.RemoveAll(dir) }
+// The versions of the packages the tests install: the first at the start, the second as an
+// upgrade (Debian orders them so).
+const (
+	firstVersion   = "0.0.1~sysnode1"
+	upgradeVersion = "0.0.1~sysnode2"
+)
+
+// debDir holds the packages built for this run.
+var debDir string
+
+// buildDeb builds the package of version as `make deb` does, into debDir.
+func buildDeb(ctx context.Context, version string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
-		return "", cleanup, err
+		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "make", "-C", root, "deb", "DIST="+dir)
+	cmd := exec.CommandContext(ctx, "make", "-C", root, "deb", "DIST="+debDir, "DEB_VERSION="+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", cleanup, fmt.Errorf("make deb: %w\n%s", err, out)
+		return "", fmt.Errorf("make deb: %w\n%s", err, out)
 	}
-	debs, _ := filepath.Glob(filepath.Join(dir, "crishim_*.deb"))
-	if len(debs) != 1 {
-		return "", cleanup, fmt.Errorf("make deb made %v", debs)
+	deb := filepath.Join(debDir, "crishim_"+version+"_"+runtime.GOARCH+".deb")
+	if _, err := os.Stat(deb); err != nil {
+		return "", fmt.Errorf("make deb: %w", err)
 	}
-	return debs[0], cleanup, nil
+	return deb, nil
 }
 
 func repoRoot() (string, error) {

@@ -153,3 +153,104 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestDebUpgrade: installing a newer package restarts crishim under systemd (the package's
+// postinst) with the new version, and a running pod keeps its container and can still be
+// exec'd into. (What the kubelet sees during the restart is the socket-activation work's.)
+func TestDebUpgrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	deb, err := buildDeb(ctx, upgradeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: sysnode-upgrade
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+`, node.BusyboxLatest)
+	if _, err := testNode.Kubectl(ctx, []byte(pod), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", "sysnode-upgrade", "--wait=false")
+	})
+	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/sysnode-upgrade", "--timeout=120s"); err != nil {
+		t.Fatal(err)
+	}
+	containerID := func() string {
+		out, err := testNode.Kubectl(ctx, nil, "get", "pod", "sysnode-upgrade", "-o", "jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	before := containerID()
+	if err := testNode.InstallDeb(ctx, deb); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testNode.NodeExec(ctx, "dpkg-query", "-W", "-f", "${Version}", "crishim")
+	if err != nil || string(out) != upgradeVersion {
+		t.Fatalf("installed version %q (%v), want %s", out, err, upgradeVersion)
+	}
+	err = harness.Poll(ctx, time.Minute, func(ctx context.Context) error {
+		out, err := testNode.NodeExec(ctx, "journalctl", "--no-pager", "-u", "crishim", "-g", "crishim serving")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), "version="+upgradeVersion) {
+			return fmt.Errorf("the new crishim does not serve yet:\n%s", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testNode.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	err = harness.Poll(ctx, time.Minute, func(ctx context.Context) error {
+		_, err := testNode.Kubectl(ctx, nil, "exec", "sysnode-upgrade", "--", "true")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("kubectl exec after the upgrade: %v", err)
+	}
+	if after := containerID(); after != before {
+		t.Errorf("the pod's container (ID, restarts) went from %q to %q across the upgrade", before, after)
+	}
+}
+
+// TestDebPurge (last: it takes crishim off the node): `apt-get purge` stops crishim, removes
+// its unit, its enablement and its config file, and leaves what it does not own: the audit
+// log directory systemd made.
+func TestDebPurge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := testNode.NodeExec(ctx, "apt-get", "purge", "-y", "crishim"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := testNode.NodeExec(ctx, "sh", "-c", `
+systemctl is-active crishim || true
+systemctl cat crishim >/dev/null 2>&1 && echo unit-present
+test -e /etc/systemd/system/multi-user.target.wants/crishim.service && echo still-enabled
+test -e /etc/crishim/config.toml && echo config-present
+test -e /usr/bin/crishim && echo binary-present
+test -d /var/log/crishim && echo logs-kept
+true`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(string(out))
+	want := []string{"inactive", "logs-kept"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after apt-get purge: got %q, want %q", got, want)
+	}
+}
