@@ -215,7 +215,10 @@ func (n *Node) startSystemd(ctx context.Context, opts SystemdOptions, lower, cdD
 	if err := n.installManifests(ctx); err != nil {
 		return err
 	}
-	return n.waitServiceAccount(ctx)
+	if err := n.waitServiceAccount(ctx); err != nil {
+		return err
+	}
+	return n.fill() // CrishimSock is known only now
 }
 
 // launch starts stage1 in new PID, mount, UTS, IPC and network namespaces; it blocks on
