@@ -144,10 +144,20 @@ func (n *Node) installContainerd(ctx context.Context, cdDir string) error {
 	if err := copyFile(unit, n.nodePath(containerdUnitPath), 0o644); err != nil {
 		return err
 	}
+	// As the harness's containerd: oom_score_adj of pods kept at or above containerd's own
+	// (the test machine's root may lack CAP_SYS_RESOURCE, this one does, and runc then dies
+	// creating every sandbox: "can't get final child's PID from pipe: EOF"), no AppArmor or
+	// SELinux, network namespaces under the state dir.
 	cfg := fmt.Sprintf(`version = 3
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = %q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  netns_mounts_under_state_dir = true
 `, harness.PauseImage)
 	if err := writeFile(n.nodePath(containerdConfig), []byte(cfg)); err != nil {
 		return err
