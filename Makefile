@@ -31,7 +31,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
+.PHONY: all build deb test test-sysnode unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -62,6 +62,13 @@ test: build kube-bins runtime-bins
 		RUNTIME=$$rt $(GO) run ./test/harness/prepare || exit 1; \
 		RUNTIME=$$rt $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RUNTIME_TESTS)' ./test/e2e/ ./test/kube/ || exit 1; \
 	done
+
+# The tests on the systemd node (docs/testing.md#the-systemd-node; root, not part of `make
+# test`): its boot alone, then the node with crishim from its package. SYSTEMD_NODE picks the
+# node's index (default 1).
+test-sysnode: kube-bins runtime-bins
+	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -run '^TestSystemdNodeBoots$$' ./test/node/
+	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
 
 # Unit tests only (no containerd, no root).
 unit:
