@@ -33,7 +33,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb release test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
+.PHONY: all build deb release test test-sysnode unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -72,6 +72,13 @@ test: build kube-bins runtime-bins
 		RUNTIME=$$rt $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RUNTIME_TESTS)' ./test/e2e/ ./test/kube/ || exit 1; \
 	done
 
+# The tests on the systemd node (docs/testing.md#the-systemd-node; root, not part of `make
+# test`): its boot alone, then the node with crishim from its package. SYSTEMD_NODE picks the
+# node's index (default 1).
+test-sysnode: kube-bins runtime-bins
+	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -run '^TestSystemdNodeBoots$$' ./test/node/
+	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
+
 # Unit tests only (no containerd, no root).
 unit:
 	$(GO) test -count=1 -short ./...
@@ -102,11 +109,14 @@ demo-clean:
 # A one-node Kubernetes cluster (etcd, kube-apiserver, controller-manager, scheduler,
 # kubelet) whose kubelet talks to crishim in front of the private containerd. Prints
 # KUBECONFIG=, CRISHIM_SOCK= and CRISHIM_METRICS= lines; a second call reuses the node.
-node: build
-	@$(GO) run ./test/node/up --crishim bin/crishim
+# SYSTEMD=1: the systemd node instead (docs/testing.md#the-systemd-node): systemd as PID 1
+# of its own namespaces, containerd, crishim (from `make deb`) and the kubelet as its units;
+# started afresh each time. SYSTEMD_NODE picks its index (default 1).
+node: build $(if $(SYSTEMD),deb)
+	@$(GO) run ./test/node/up --crishim bin/crishim $(if $(SYSTEMD),--systemd --index $(or $(SYSTEMD_NODE),1))
 
 node-clean:
-	@$(GO) run ./test/node/up --clean
+	@$(GO) run ./test/node/up --clean $(if $(SYSTEMD),--systemd --index $(or $(SYSTEMD_NODE),1))
 
 # Build (or find cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kubectl and etcd from the Go module proxy (test/node/kubebuild).

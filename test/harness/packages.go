@@ -216,3 +216,10 @@ func binary(name string) string {
 	}
 	return name
 }
+
+// EnsureDebootstrap makes sure debootstrap is installed (Debian's package), the same way
+// EnsurePackages does for containerd: test/node builds the systemd node's root file
+// system with it.
+func EnsureDebootstrap(ctx context.Context) error {
+	return ensure(ctx, []requirement{{name: "debootstrap", pkg: "debootstrap"}}, nil)
+}

@@ -460,8 +460,13 @@ func (n *Node) Lines() []string {
 	return []string{"KUBECONFIG=" + n.Kubeconfig, "CRISHIM_SOCK=" + n.CrishimSock, "CRISHIM_METRICS=" + n.CrishimMetrics}
 }
 
-// Stop tears the node down; see Clean.
-func (n *Node) Stop() error { return Clean(n.s.Index) }
+// Stop tears the node down; see Clean and CleanSystemd.
+func (n *Node) Stop() error {
+	if n.s.Systemd {
+		return CleanSystemd(n.s.Index)
+	}
+	return Clean(n.s.Index)
+}
 
 // Clean tears node index down, whoever started it: the kubelet first (so it recreates
 // nothing), the control plane and crishim, then the private containerd with its pods

@@ -35,6 +35,9 @@ type state struct {
 	Kubeconfig         string          `json:"kubeconfig"`
 	Version            string          `json:"version"` // Kubernetes release
 	Bins               string          `json:"bins"`    // directory of the binaries
+	// Systemd marks a systemd node (systemd.go); SystemdPID is its PID 1 as the host sees it.
+	Systemd    bool `json:"systemd,omitempty"`
+	SystemdPID int  `json:"systemdPID,omitempty"`
 }
 
 func readState(l layout) (state, error) {
