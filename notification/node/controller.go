@@ -66,9 +66,9 @@ type Controller struct {
 }
 
 type work struct {
-	running bool                  // the runs are under way in this process
-	results []v1alpha2.PodResult  // nil until the runs ended
-	rv      string                // resourceVersion the Finished write is based on
+	running bool                 // the runs are under way in this process
+	results []v1alpha2.PodResult // nil until the runs ended
+	rv      string               // resourceVersion the Finished write is based on
 	started *metav1.Time
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-
 )
 
 // StartControlPlane starts only etcd and kube-apiserver in node index's directory (no
@@ -75,4 +74,3 @@ func (n *Node) PIDs(name string) []int { return daemonsOf(n.l, name) }
 
 // ManifestsDir is the repository's packaging/kubernetes.
 func ManifestsDir() (string, error) { return manifestsDir() }
-
