@@ -31,7 +31,7 @@ E2E_TIMEOUT ?= 25m
 FUZZTIME ?= 30s
 FUZZ_TARGETS := proxy:FuzzClientFrames proxy:FuzzMsgLimit shim:FuzzParseNotifier shim:FuzzParseSignal shim:FuzzRewriteStatus
 
-.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node scale conformance lint generate generate-crd fmt clean
+.PHONY: all build deb test unit e2e fuzz demo demo-clean node node-clean kube-bins runtime-bins bench bench-guard benchstat bench-node scale image conformance lint generate generate-crd fmt clean
 
 all: build
 
@@ -137,6 +137,11 @@ benchstat:
 # `worst kubelet-side ratio crishim/direct = R`. BENCH_NODE_FLAGS='--turns 3 --pods 50'...
 bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
+
+# The notification controller's image, built offline: a static binary in an OCI archive,
+# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node).
+image:
+	$(GO) run ./test/harness/image
 
 # The Notification API at scale (docs/notifications.md#proven-at-scale), run by hand: the
 # bed's etcd and kube-apiserver alone (node index CRISHIM_KUBE_NODE, default 11), the
