@@ -120,8 +120,7 @@ func run() error {
 	if err := waitCRDs(ctx, dyn); err != nil {
 		return err
 	}
-	// No controller-manager runs: pods need the default ServiceAccount to exist.
-	if _, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := ensureDefaultServiceAccount(ctx, kube); err != nil {
 		return err
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -349,4 +348,14 @@ func cleanup(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interfa
 		return err
 	}
 	return kube.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: "app=" + app})
+}
+
+// ensureDefaultServiceAccount: no controller-manager runs, and pods need the default
+// ServiceAccount to exist.
+func ensureDefaultServiceAccount(ctx context.Context, kube kubernetes.Interface) error {
+	_, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
