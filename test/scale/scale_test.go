@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ var cp *node.Node
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
 	if testing.Short() || os.Geteuid() != 0 {
 		fmt.Println("scale: skipped (-short, or not root: the bed's control plane needs root)")
 		return 0
