@@ -69,6 +69,9 @@ type work struct {
 	running bool                 // the runs are under way in this process
 	results []v1alpha2.PodResult // nil until the runs ended
 	rv      string               // resourceVersion the Finished write is based on
+	// finished: the Finished write landed; a cache still showing Running (its watch
+	// event not in yet) must not make another write.
+	finished bool
 	started *metav1.Time
 }
 
@@ -199,9 +202,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	c.mu.Lock()
-	running, results, rv := w.running, w.results, w.rv
+	running, results, rv, finished := w.running, w.results, w.rv, w.finished
 	c.mu.Unlock()
 	switch {
+	case finished:
+		return nil
 	case results != nil:
 		return c.finish(ctx, nn, results, rv) // an earlier Finished write failed
 	case running:
@@ -293,7 +298,11 @@ func (c *Controller) finish(ctx context.Context, nn *v1alpha2.NodeNotification, 
 	}
 	st.Phase, st.FinishedAt, st.Pods = v1alpha2.PhaseFinished, &now, results
 	_, err := c.writeStatus(ctx, nn, rv, st)
-	if errors.Is(err, errNotOurs) {
+	if err == nil || errors.Is(err, errNotOurs) {
+		w := c.workOf(nn.UID)
+		c.mu.Lock()
+		w.finished = true
+		c.mu.Unlock()
 		return nil
 	}
 	return err

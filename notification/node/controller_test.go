@@ -130,7 +130,15 @@ func TestRunsEachPodOnceAndWritesTwice(t *testing.T) {
 	if f.runner.count("sb-a") != 1 || f.statusWrites() != 2 {
 		t.Errorf("runs %v, status writes %d; want one run, two writes", f.runner.calls, f.statusWrites())
 	}
-	// The watch brings back Finished (or a stale cache the Running write): nothing more.
+	// A cache still at the Running write (its watch event came, Finished's not yet):
+	// nothing more is written.
+	running := f.stored()
+	running.Status.Phase, running.Status.FinishedAt = v1alpha2.PhaseRunning, nil
+	f.cache(running)
+	if err := f.reconcile(); err != nil || f.statusWrites() != 2 {
+		t.Errorf("on the Running view: err %v, writes %d, want 2", err, f.statusWrites())
+	}
+	// The watch brings back Finished: nothing more.
 	f.cache(f.stored())
 	if err := f.reconcile(); err != nil || f.runner.count("sb-a") != 1 || f.statusWrites() != 2 {
 		t.Errorf("after Finished: err %v, runs %v, writes %d", err, f.runner.calls, f.statusWrites())

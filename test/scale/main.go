@@ -125,8 +125,8 @@ func run() error {
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("scale: machine load %s", load)
-	fmt.Printf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-5s %-7s %s\n",
-		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "504s", "refused", "result")
+	fmt.Printf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-5s %-7s %-5s %s\n",
+		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "504s", "refused", "409s", "result")
 	var rows []row
 	for i, n := range cfg.nodes {
 		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
@@ -134,9 +134,9 @@ func run() error {
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
 		rows = append(rows, r)
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %s\n",
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
 			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.timeouts, r.refused, r.result)
+			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.timeouts, r.refused, r.conflicts, r.result)
 	}
 	if len(rows) > 1 {
 		a, b := rows[0], rows[len(rows)-1]
@@ -163,6 +163,7 @@ type row struct {
 	writes, events    int64
 	apiCPU, etcdCPU   float64
 	timeouts, refused int64
+	conflicts         int64
 	result            string
 }
 
@@ -293,6 +294,7 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	r := row{nodes: n, seconds: took, writes: st.writes.Load(), events: st.events.Load(), timeouts: st.timeouts.Load(), refused: st.refused.Load(),
 		apiCPU: cpuAfter[0] - cpuBefore[0], etcdCPU: cpuAfter[1] - cpuBefore[1]}
 	sc := final.Status
+	r.conflicts = st.conflict.Load()
 	r.result = fmt.Sprintf("selected %d started %d succeeded %d failed %d (shown %d, +%d)", sc.Selected, sc.Started, sc.Succeeded, sc.Failed, len(sc.Failures), sc.FailuresNotShown)
 	want := int32(n * cfg.pods)
 	if sc.Selected != want || sc.Succeeded+sc.Failed != want || sc.Failed != int32(cfg.fail) {

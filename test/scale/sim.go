@@ -31,6 +31,7 @@ type stats struct {
 	events   atomic.Int64 // watch events received (one JSON object per line)
 	timeouts atomic.Int64 // 504s answered (injected ones included)
 	refused  atomic.Int64 // 4xx answers to writes other than 409 conflicts
+	conflict atomic.Int64 // 409 answers to writes
 	injected atomic.Int64
 	n        atomic.Int64
 }
@@ -40,6 +41,7 @@ func (s *stats) reset() {
 	s.events.Store(0)
 	s.timeouts.Store(0)
 	s.refused.Store(0)
+	s.conflict.Store(0)
 }
 
 func (s *stats) wrap(rt http.RoundTripper) http.RoundTripper { return &counting{rt: rt, s: s} }
@@ -61,6 +63,11 @@ func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case resp.StatusCode == http.StatusGatewayTimeout:
 		c.s.timeouts.Add(1)
+	case write && resp.StatusCode == http.StatusConflict:
+		c.s.conflict.Add(1)
+		if c.s.conflict.Load() == 1 && os.Getenv("SCALE_DEBUG") != "" {
+			fmt.Fprintln(os.Stderr, "scale: first conflict:", req.Method, req.URL.Path)
+		}
 	case write && resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict:
 		c.s.refused.Add(1)
 	}
