@@ -51,16 +51,15 @@ func main() {
 }
 
 type config struct {
-	nodes    []int
-	pods     int
-	fail     int // pods whose notifier fails
-	late     int // nodes whose crishim starts late
-	lateBy   time.Duration
-	inject   float64 // fraction of node status writes that land but answer 504
-	timeout  time.Duration
-	index    int
-	keep     bool
-	quietLog bool
+	nodes   []int
+	pods    int
+	fail    int // pods whose notifier fails
+	late    int // nodes whose crishim starts late
+	lateBy  time.Duration
+	inject  float64 // fraction of node status writes that land but answer 504
+	timeout time.Duration
+	index   int
+	keep    bool
 }
 
 func parse() (config, error) {
@@ -131,7 +130,7 @@ func run() error {
 	for i, n := range cfg.nodes {
 		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("run with %d nodes: %w", n, err)
 		}
 		rows = append(rows, r)
 		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
