@@ -72,7 +72,7 @@ type work struct {
 	// finished: the Finished write landed; a cache still showing Running (its watch
 	// event not in yet) must not make another write.
 	finished bool
-	started *metav1.Time
+	started  *metav1.Time
 }
 
 // New creates a Controller; Run starts it.
