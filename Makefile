@@ -144,7 +144,7 @@ image:
 	$(GO) run ./test/harness/image
 
 # The Notification API at scale (docs/notifications.md#proven-at-scale), run by hand: the
-# bed's etcd and kube-apiserver alone (node index CRISHIM_KUBE_NODE, default 11), the
+# bed's etcd and kube-apiserver alone (node index CRISHIM_SCALE_NODE, default 11), the
 # aggregator, and N simulated nodes running crishim's node-side code with their own node
 # identities. Ends with `scale: N=<largest> completed in <s> s, largest object <bytes> B,
 # watch events per node <x>`. SCALE_FLAGS='--nodes 100,1000,5000 --pods 1 --fail 0 --late 0 --inject-504 0'

@@ -1,6 +1,6 @@
 // Command scale is the Notification API's scale harness (`make scale`, run by hand): the
 // bed's real etcd and kube-apiserver (test/node.StartControlPlane, node index
-// $CRISHIM_KUBE_NODE, default 11) with the v1alpha2 manifests, the real aggregator in this
+// $CRISHIM_SCALE_NODE, default 11) with the v1alpha2 manifests, the real aggregator in this
 // process, and N simulated nodes, each crishim's real node-side code (notification/node)
 // with its own client certificate system:node:<name>, its own connection and watch, a fake
 // CRI pod list and a notifier that succeeds after 5 ms. For each N it creates N×pods pods
@@ -80,10 +80,10 @@ func parse() (config, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	if v := os.Getenv("CRISHIM_KUBE_NODE"); v != "" {
+	if v := os.Getenv("CRISHIM_SCALE_NODE"); v != "" {
 		i, err := strconv.Atoi(v)
 		if err != nil || i < 1 || i > 200 {
-			return c, fmt.Errorf("CRISHIM_KUBE_NODE=%q: want 1..200", v)
+			return c, fmt.Errorf("CRISHIM_SCALE_NODE=%q: want 1..200", v)
 		}
 		c.index = i
 	}

@@ -36,11 +36,13 @@ func testMain(m *testing.M) int {
 		fmt.Println("scale: skipped (-short, or not root: the bed's control plane needs root)")
 		return 0
 	}
+	// Its own variable, not test/kube's CRISHIM_KUBE_NODE: go test runs the two packages at
+	// once, and they must not share a node directory.
 	index := 11
-	if v := os.Getenv("CRISHIM_KUBE_NODE"); v != "" {
+	if v := os.Getenv("CRISHIM_SCALE_NODE"); v != "" {
 		i, err := strconv.Atoi(v)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "CRISHIM_KUBE_NODE:", err)
+			fmt.Fprintln(os.Stderr, "CRISHIM_SCALE_NODE:", err)
 			return 2
 		}
 		index = i
