@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +66,9 @@ type Controller struct {
 	mu        sync.Mutex
 	lastWrite map[types.UID]time.Time
 }
+
+// fanOutParallel bounds the share creates in flight at once.
+const fanOutParallel = 32
 
 // byParent indexes NodeNotifications by their Notification's UID.
 const byParent = "notification-uid"
@@ -257,15 +261,30 @@ func (c *Controller) fanOut(ctx context.Context, n *v1alpha2.Notification) error
 		c.log.Warn("notification: bad selector", "notification", n.Namespace+"/"+n.Name, "err", err)
 		return nil
 	}
-	var children []*v1alpha2.NodeNotification
+	// Creates in parallel: one at a time, a create's round trip (tens of ms on a busy
+	// apiserver) times 5,000 nodes would be the run's longest part.
+	var (
+		children []*v1alpha2.NodeNotification
+		mu       sync.Mutex
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fanOutParallel)
 	for node, refs := range s.byNode {
 		for i, shard := range shards(refs) {
-			nn, err := c.createShare(ctx, n, node, i, shard)
-			if err != nil {
-				return err
-			}
-			children = append(children, nn)
+			g.Go(func() error {
+				nn, err := c.createShare(gctx, n, node, i, shard)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				children = append(children, nn)
+				mu.Unlock()
+				return nil
+			})
 		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	st := summarize(n, children, c.o.Now())
 	st.WithoutNotifier = s.withoutNotifier
