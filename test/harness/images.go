@@ -161,6 +161,16 @@ func buildImageArchive(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("encode index: %w", err)
 	}
 
+	data, err := writeLayout(index, blobs)
+	if err != nil {
+		return nil, err
+	}
+	imageArchive.data = data
+	return imageArchive.data, nil
+}
+
+// writeLayout is the OCI image-layout tar of index and blobs (each stored once).
+func writeLayout(index []byte, blobs []blob) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(name string, data []byte) error {
@@ -202,8 +212,7 @@ func buildImageArchive(ctx context.Context) ([]byte, error) {
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("write image archive: %w", err)
 	}
-	imageArchive.data = buf.Bytes()
-	return imageArchive.data, nil
+	return buf.Bytes(), nil
 }
 
 // busyboxLayer builds the uncompressed root filesystem tar shared by both images. It is left

@@ -1,0 +1,362 @@
+// Command scale is the Notification API's scale harness (`make scale`, run by hand): the
+// bed's real etcd and kube-apiserver (test/node.StartControlPlane, node index
+// $CRISHIM_SCALE_NODE, default 11) with the v1alpha2 manifests, the real aggregator in this
+// process, and N simulated nodes, each crishim's real node-side code (notification/node)
+// with its own client certificate system:node:<name>, its own connection and watch, a fake
+// CRI pod list and a notifier that succeeds after 5 ms. For each N it creates N×pods pods
+// bound to the nodes, one Notification selecting them all, and prints: time from create to
+// Succeeded, the largest object, writes and watch events (total and per node), apiserver
+// and etcd CPU seconds, 504s and refused writes; then each cost's growth exponent against N,
+// and last the line
+//
+//	scale: N=<largest> completed in <s> s, largest object <bytes> B, watch events per node <x>
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/crishim/crishim/notification/aggregator"
+	notifnode "github.com/crishim/crishim/notification/node"
+	"github.com/crishim/crishim/notification/v1alpha2"
+	"github.com/crishim/crishim/test/node"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	nodes   []int
+	pods    int
+	fail    int // pods whose notifier fails
+	late    int // nodes whose crishim starts late
+	lateBy  time.Duration
+	inject  float64 // fraction of node status writes that land but answer 504
+	timeout time.Duration
+	index   int
+	keep    bool
+}
+
+func parse() (config, error) {
+	c := config{index: 11}
+	nodes := flag.String("nodes", "100,1000", "comma-separated numbers of simulated nodes, one run each")
+	flag.IntVar(&c.pods, "pods", 1, "selected pods per node")
+	flag.IntVar(&c.fail, "fail", 0, "pods (of each run) whose notifier fails")
+	flag.IntVar(&c.late, "late", 0, "nodes (of each run) whose crishim starts --late-by after the Notification")
+	flag.DurationVar(&c.lateBy, "late-by", 20*time.Second, "how late the late nodes start")
+	flag.Float64Var(&c.inject, "inject-504", 0, "fraction of node status writes that are stored but answered 504")
+	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
+	flag.BoolVar(&c.keep, "keep", false, "leave etcd and the apiserver running")
+	flag.Parse()
+	for _, s := range strings.Split(*nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("--nodes %q: want positive numbers", *nodes)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if v := os.Getenv("CRISHIM_SCALE_NODE"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 || i > 200 {
+			return c, fmt.Errorf("CRISHIM_SCALE_NODE=%q: want 1..200", v)
+		}
+		c.index = i
+	}
+	return c, nil
+}
+
+func run() error {
+	cfg, err := parse()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	manifests, err := node.ManifestsDir()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("scale: starting etcd and kube-apiserver (node index %d)\n", cfg.index)
+	cp, err := node.StartControlPlane(ctx, node.Options{Index: cfg.index, Log: log}, filepath.Join(manifests, "v1alpha2"))
+	if err != nil {
+		return err
+	}
+	if !cfg.keep {
+		defer cp.Stop()
+	}
+	admin, err := restConfig(cp.Kubeconfig, nil)
+	if err != nil {
+		return err
+	}
+	admin.QPS, admin.Burst = 500, 1000
+	kube := kubernetes.NewForConfigOrDie(admin)
+	dyn := dynamic.NewForConfigOrDie(admin)
+	if err := waitCRDs(ctx, dyn); err != nil {
+		return err
+	}
+	if err := ensureDefaultServiceAccount(ctx, kube); err != nil {
+		return err
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("scale: machine load %s", load)
+	fmt.Printf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-5s %-7s %-5s %s\n",
+		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "504s", "refused", "409s", "result")
+	var rows []row
+	for i, n := range cfg.nodes {
+		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
+		if err != nil {
+			return fmt.Errorf("run with %d nodes: %w", n, err)
+		}
+		rows = append(rows, r)
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
+			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.timeouts, r.refused, r.conflicts, r.result)
+	}
+	if len(rows) > 1 {
+		a, b := rows[0], rows[len(rows)-1]
+		exp := func(x, y float64) string {
+			if x <= 0 || y <= 0 {
+				return "n/a"
+			}
+			return fmt.Sprintf("%.2f", math.Log(y/x)/math.Log(float64(b.nodes)/float64(a.nodes)))
+		}
+		fmt.Printf("scale: growth exponents from N=%d to N=%d: time %s, largest object %s, writes %s, watch events %s, apiserver CPU %s, etcd CPU %s\n",
+			a.nodes, b.nodes, exp(a.seconds, b.seconds), exp(float64(a.maxObject), float64(b.maxObject)), exp(float64(a.writes), float64(b.writes)),
+			exp(float64(a.events), float64(b.events)), exp(a.apiCPU, b.apiCPU), exp(a.etcdCPU, b.etcdCPU))
+	}
+	last := rows[len(rows)-1]
+	fmt.Printf("scale: N=%d completed in %.1f s, largest object %d B, watch events per node %.2f\n",
+		last.nodes, last.seconds, last.maxObject, float64(last.events)/float64(last.nodes))
+	return nil
+}
+
+type row struct {
+	nodes             int
+	seconds           float64
+	maxObject         int
+	writes, events    int64
+	apiCPU, etcdCPU   float64
+	timeouts, refused int64
+	conflicts         int64
+	result            string
+}
+
+func waitCRDs(ctx context.Context, dyn dynamic.Interface) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err1 := dyn.Resource(v1alpha2.Resource).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		_, err2 := dyn.Resource(v1alpha2.NodeResource).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		if err1 == nil && err2 == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(err1, err2)
+		}
+		time.Sleep(500 * time.Millisecond) // polling the apiserver for a CRD to be served
+	}
+}
+
+func restConfig(kubeconfig string, st *stats) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		rc.WrapTransport = st.wrap
+	}
+	return rc, nil
+}
+
+func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Interface, dyn dynamic.Interface, n, round int) (row, error) {
+	app := fmt.Sprintf("scale-%d", round)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("sim-%d-%05d", round, i)
+	}
+	// Pods bound to the simulated nodes, as the scheduler would leave them.
+	fmt.Printf("scale: N=%d: creating %d pods and %d node identities\n", n, n*cfg.pods, n)
+	podsByNode, err := createPods(ctx, kube, app, names, cfg.pods)
+	if err != nil {
+		return row{}, err
+	}
+	failing := map[string]bool{}
+	k := 0
+	for _, nm := range names {
+		for _, p := range podsByNode[nm] {
+			if k < cfg.fail {
+				failing[string(p.GetMetadata().GetUid())] = true
+				k++
+			}
+		}
+	}
+	st := &stats{inject: cfg.inject}
+	nodes := make([]*notifnode.Controller, n)
+	for i, nm := range names {
+		kc, err := cp.ClientKubeconfig(nm, "system:node:"+nm, "system:nodes")
+		if err != nil {
+			return row{}, err
+		}
+		rc, err := restConfig(kc, st)
+		if err != nil {
+			return row{}, err
+		}
+		d, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return row{}, err
+		}
+		nodes[i] = notifnode.New(notifnode.Options{Dynamic: d, NodeName: nm, Pods: fakeCRI{pods: podsByNode[nm]},
+			Runner: fakeNotifier{failing: failing}, Workers: 1, Log: slog.New(slog.DiscardHandler)})
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	start := func(c *notifnode.Controller) {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Run(runCtx) }()
+	}
+	late := min(cfg.late, n)
+	for _, c := range nodes[late:] {
+		start(c)
+	}
+	agg := aggregator.New(aggregator.Options{Kube: kube, Dynamic: dyn, Log: slog.New(slog.DiscardHandler)})
+	wg.Add(1)
+	go func() { defer wg.Done(); agg.Run(runCtx) }()
+
+	time.Sleep(1100 * time.Millisecond) // the Notification must be created in a later second than the pods
+	cpuBefore := cpu(cp)
+	st.reset()
+	created := time.Now()
+	nObj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha2.SchemeGroupVersion.String(), "kind": v1alpha2.Kind,
+		"metadata": map[string]any{"name": app, "namespace": "default"},
+		"spec":     map[string]any{"containerNotifierName": "quiesce", "podSelector": map[string]any{"matchLabels": map[string]any{"app": app}}},
+	}}
+	if _, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Create(ctx, nObj, metav1.CreateOptions{}); err != nil {
+		return row{}, err
+	}
+	if late > 0 {
+		time.AfterFunc(cfg.lateBy, func() {
+			for _, c := range nodes[:late] {
+				start(c)
+			}
+		})
+	}
+	var final *v1alpha2.Notification
+	deadline := created.Add(cfg.timeout)
+	for {
+		u, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return row{}, err
+		}
+		var got v1alpha2.Notification
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &got); err != nil {
+			return row{}, err
+		}
+		if meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha2.ConditionComplete) {
+			final = &got
+			break
+		}
+		if time.Now().After(deadline) {
+			return row{}, fmt.Errorf("not complete after %s: %+v", cfg.timeout, got.Status)
+		}
+		time.Sleep(200 * time.Millisecond) // polling as kubectl wait would
+	}
+	took := time.Since(created).Seconds()
+	// The last writes' watch events reach the nodes after the status is complete.
+	time.Sleep(2 * time.Second)
+	cpuAfter := cpu(cp)
+	r := row{nodes: n, seconds: took, writes: st.writes.Load(), events: st.events.Load(), timeouts: st.timeouts.Load(), refused: st.refused.Load(),
+		apiCPU: cpuAfter[0] - cpuBefore[0], etcdCPU: cpuAfter[1] - cpuBefore[1]}
+	sc := final.Status
+	r.conflicts = st.conflict.Load()
+	r.result = fmt.Sprintf("selected %d started %d succeeded %d failed %d (shown %d, +%d)", sc.Selected, sc.Started, sc.Succeeded, sc.Failed, len(sc.Failures), sc.FailuresNotShown)
+	want := int32(n * cfg.pods)
+	if sc.Selected != want || sc.Succeeded+sc.Failed != want || sc.Failed != int32(cfg.fail) {
+		r.result += fmt.Sprintf(" WRONG: want %d selected, %d failed", want, cfg.fail)
+	}
+	r.maxObject, err = largest(ctx, dyn, app)
+	if err != nil {
+		return r, err
+	}
+	cancel()
+	wg.Wait()
+	return r, cleanup(ctx, kube, dyn, app, final.UID)
+}
+
+// largest is the size of the largest object of the run, as the apiserver serves it (JSON,
+// managedFields included).
+func largest(ctx context.Context, dyn dynamic.Interface, app string) (int, error) {
+	maxSize := 0
+	measure := func(u *unstructured.Unstructured) error {
+		b, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		maxSize = max(maxSize, len(b))
+		return nil
+	}
+	u, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Get(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if err := measure(u); err != nil {
+		return 0, err
+	}
+	l, err := dyn.Resource(v1alpha2.NodeResource).Namespace("default").List(ctx, metav1.ListOptions{LabelSelector: v1alpha2.LabelNotificationUID + "=" + string(u.GetUID())})
+	if err != nil {
+		return 0, err
+	}
+	for i := range l.Items {
+		if err := measure(&l.Items[i]); err != nil {
+			return 0, err
+		}
+	}
+	return maxSize, nil
+}
+
+// cleanup deletes the run's objects; no garbage collector runs here, so the shares too.
+func cleanup(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, app string, uid any) error {
+	if err := dyn.Resource(v1alpha2.NodeResource).Namespace("default").DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%v", v1alpha2.LabelNotificationUID, uid)}); err != nil {
+		return err
+	}
+	if err := dyn.Resource(v1alpha2.Resource).Namespace("default").Delete(ctx, app, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	return kube.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: "app=" + app})
+}
+
+// ensureDefaultServiceAccount: no controller-manager runs, and pods need the default
+// ServiceAccount to exist.
+func ensureDefaultServiceAccount(ctx context.Context, kube kubernetes.Interface) error {
+	_, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
