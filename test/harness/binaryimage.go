@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"runtime"
-	"strings"
 )
 
 // BinaryImageArchive is an OCI image-layout tar of one image named ref whose only layer is
@@ -19,33 +17,11 @@ func BinaryImageArchive(ref, binaryPath string, binary []byte) ([]byte, error) {
 		return nil, err
 	}
 	layer := newBlob(layerData)
-	cfg, err := json.Marshal(map[string]any{
-		"created":      imageEpoch,
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": []string{name}, "WorkingDir": "/", "User": "65532:65532"},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layer.digest}},
-		"history":      []map[string]any{{"created": imageEpoch, "created_by": "crishim test harness: " + path.Base(binaryPath)}},
-	})
+	config, manifest, d, err := imageManifest(ref, layer,
+		map[string]any{"Entrypoint": []string{name}, "WorkingDir": "/", "User": "65532:65532"},
+		"crishim test harness: "+path.Base(binaryPath))
 	if err != nil {
-		return nil, fmt.Errorf("encode image config: %w", err)
-	}
-	config := newBlob(cfg)
-	man, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaTypeManifest,
-		"config":        config.descriptor(mediaTypeConfig),
-		"layers":        []descriptor{layer.descriptor(mediaTypeLayer)},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
-	}
-	manifest := newBlob(man)
-	d := manifest.descriptor(mediaTypeManifest)
-	d.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
-	d.Annotations = map[string]string{
-		"io.containerd.image.name":          ref,
-		"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
+		return nil, err
 	}
 	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaTypeIndex, "manifests": []descriptor{d}})
 	if err != nil {

@@ -111,45 +111,16 @@ func buildImageArchive(ctx context.Context) ([]byte, error) {
 		{name: BusyboxImage, cmd: []string{"/bin/sh"}},
 		{name: SpareImage, cmd: []string{"/bin/true"}},
 	} {
-		cfg, err := json.Marshal(map[string]any{
-			"created":      imageEpoch,
-			"architecture": runtime.GOARCH,
-			"os":           "linux",
-			"config": map[string]any{
-				"Env":        []string{imagePath},
-				"Entrypoint": img.entrypoint,
-				"Cmd":        img.cmd,
-				"WorkingDir": "/",
-			},
-			"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer.digest}},
-			"history": []map[string]any{{
-				"created":    imageEpoch,
-				"created_by": "crishim test harness from " + busyboxPath,
-			}},
-		})
+		config, manifest, d, err := imageManifest(img.name, layer, map[string]any{
+			"Env":        []string{imagePath},
+			"Entrypoint": img.entrypoint,
+			"Cmd":        img.cmd,
+			"WorkingDir": "/",
+		}, "crishim test harness from "+busyboxPath)
 		if err != nil {
-			return nil, fmt.Errorf("encode image config: %w", err)
+			return nil, err
 		}
-		config := newBlob(cfg)
-		man, err := json.Marshal(map[string]any{
-			"schemaVersion": 2,
-			"mediaType":     mediaTypeManifest,
-			"config":        config.descriptor(mediaTypeConfig),
-			"layers":        []descriptor{layer.descriptor(mediaTypeLayer)},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("encode manifest: %w", err)
-		}
-		manifest := newBlob(man)
 		blobs = append(blobs, config, manifest)
-		d := manifest.descriptor(mediaTypeManifest)
-		d.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
-		// containerd's importer names the image after io.containerd.image.name; the OCI
-		// annotation is there for other tools reading the archive.
-		d.Annotations = map[string]string{
-			"io.containerd.image.name":          img.name,
-			"org.opencontainers.image.ref.name": img.name[strings.LastIndex(img.name, ":")+1:],
-		}
 		manifests = append(manifests, d)
 	}
 	index, err := json.Marshal(map[string]any{
@@ -167,6 +138,42 @@ func buildImageArchive(ctx context.Context) ([]byte, error) {
 	}
 	imageArchive.data = data
 	return imageArchive.data, nil
+}
+
+// imageManifest is the config and manifest blobs of the one-layer image ref whose
+// container config is cfg, and the manifest's descriptor for the layout's index.
+func imageManifest(ref string, layer blob, cfg map[string]any, createdBy string) (config, manifest blob, d descriptor, err error) {
+	c, err := json.Marshal(map[string]any{
+		"created":      imageEpoch,
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"config":       cfg,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layer.digest}},
+		"history":      []map[string]any{{"created": imageEpoch, "created_by": createdBy}},
+	})
+	if err != nil {
+		return blob{}, blob{}, descriptor{}, fmt.Errorf("encode image config: %w", err)
+	}
+	config = newBlob(c)
+	man, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     mediaTypeManifest,
+		"config":        config.descriptor(mediaTypeConfig),
+		"layers":        []descriptor{layer.descriptor(mediaTypeLayer)},
+	})
+	if err != nil {
+		return blob{}, blob{}, descriptor{}, fmt.Errorf("encode manifest: %w", err)
+	}
+	manifest = newBlob(man)
+	d = manifest.descriptor(mediaTypeManifest)
+	d.Platform = &platform{Architecture: runtime.GOARCH, OS: "linux"}
+	// containerd's importer names the image after io.containerd.image.name; the OCI
+	// annotation is there for other tools reading the archive.
+	d.Annotations = map[string]string{
+		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
+	}
+	return config, manifest, d, nil
 }
 
 // writeLayout is the OCI image-layout tar of index and blobs (each stored once).

@@ -42,11 +42,14 @@ func createCgroupRoot(name string) error {
 	return nil
 }
 
-// removeCgroupTree removes the node's cgroupRoot and everything the kubelet made below it,
-// deepest first (cgroup directories are removed with rmdir, never with their files).
-func removeCgroupTree(name string) error {
+// removeCgroupTree removes the node's cgroupRoot and everything the kubelet made below it.
+func removeCgroupTree(name string) error { return removeCgroupDirs(cgroupDirs(name)) }
+
+// removeCgroupDirs removes each root and every cgroup below it, deepest first
+// (cgroup directories are removed with rmdir, never with their files).
+func removeCgroupDirs(roots []string) error {
 	var errs []error
-	for _, root := range cgroupDirs(name) {
+	for _, root := range roots {
 		var dirs []string
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {

@@ -151,23 +151,7 @@ func cgroupEmpty(hs []cgroupHierarchy, name string) bool {
 
 // removeSysnodeCgroup removes the node's cgroup trees, deepest first.
 func removeSysnodeCgroup(hs []cgroupHierarchy, name string) error {
-	var errs []error
-	for _, root := range sysnodeCgroupDirs(hs, name) {
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		for _, d := range dirs {
-			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return removeCgroupDirs(sysnodeCgroupDirs(hs, name))
 }
 
 // stage1 runs as PID 1 of the new PID, mount, UTS, IPC and network namespaces, still in
