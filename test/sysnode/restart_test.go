@@ -254,7 +254,8 @@ spec:
 // TestKubeletBeforeCrishim (issue 33 item 2): a kubelet started while crishim.service is
 // stopped finds crishim.socket listening, and its first call starts crishim (socket
 // activation): it runs a pod without systemd restarting it (its NRestarts and MainPID
-// stay).
+// stay). --job-mode=ignore-dependencies keeps systemd from starting crishim first for the
+// drop-in's Wants=/After=: a boot whose kubelet is not ordered after crishim.
 func TestKubeletBeforeCrishim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -270,7 +271,7 @@ systemctl stop kubelet
 systemctl stop crishim.service
 test "$(systemctl is-active crishim.socket)" = active
 test "$(systemctl is-active crishim.service)" = inactive
-systemctl start kubelet`); err != nil {
+systemctl start --job-mode=ignore-dependencies kubelet`); err != nil {
 		t.Fatal(err)
 	}
 	started := show()
@@ -304,5 +305,20 @@ spec:
 	}
 	if out, err := testNode.NodeExec(ctx, "systemctl", "is-active", "crishim.service"); err != nil {
 		t.Errorf("crishim.service not started by the socket: %v %s", err, out)
+	}
+	monotonic := func(unit, prop string) int64 {
+		out, err := testNode.NodeExec(ctx, "systemctl", "show", "--value", "-p", prop, unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		if err != nil {
+			t.Fatalf("%s %s: %v", unit, prop, err)
+		}
+		return v
+	}
+	kubelet, crishim := monotonic("kubelet", "ExecMainStartTimestampMonotonic"), monotonic("crishim", "ExecMainStartTimestampMonotonic")
+	if crishim <= kubelet {
+		t.Errorf("crishim started (%d µs) before the kubelet (%d µs): not the case under test", crishim, kubelet)
 	}
 }
