@@ -63,11 +63,11 @@ func NewStreaming(reg prometheus.Registerer) *Streaming {
 		}, []string{"kind"}),
 		wsActive: f.NewGauge(prometheus.GaugeOpts{
 			Name: "crishim_stream_websocket_sessions_active",
-			Help: "WebSocket exec and attach sessions open, served by crishim and run on the runtime over SPDY; at most --stream-max-websocket-sessions.",
+			Help: "WebSocket exec, attach and port-forward sessions open, served by crishim and run on the runtime over SPDY; at most --stream-max-websocket-sessions.",
 		}),
 		wsRefused: f.NewCounter(prometheus.CounterOpts{
 			Name: "crishim_stream_websocket_sessions_refused_total",
-			Help: "WebSocket exec and attach sessions refused (HTTP 429) because --stream-max-websocket-sessions were open.",
+			Help: "WebSocket exec, attach and port-forward sessions refused (HTTP 429) because --stream-max-websocket-sessions were open.",
 		}),
 	}
 }

@@ -32,11 +32,13 @@ type Config struct {
 	// (--streaming-allow-insecure).
 	AllowInsecure bool
 	// IdleTimeout ends a WebSocket exec or attach session (served by
-	// crishim) after this long without a message either way
+	// crishim) after this long without a message either way, a WebSocket
+	// port-forward tunnel without a byte either way
 	// (--stream-idle-timeout); 0 never does.
 	IdleTimeout time.Duration
-	// MaxWebSocketSessions bounds the WebSocket exec and attach sessions
-	// open at once (--stream-max-websocket-sessions).
+	// MaxWebSocketSessions bounds the WebSocket exec, attach and
+	// port-forward (tunnel) sessions open at once
+	// (--stream-max-websocket-sessions).
 	MaxWebSocketSessions int
 	// Record selects the exec and attach sessions recorded, and where
 	// (--record-sessions, --record-dir, --record-max-bytes,

@@ -75,7 +75,8 @@ func (s *Server) handler(kind Kind) http.Handler {
 		log := s.log.With("kind", string(kind), "remote", r.RemoteAddr)
 		log = withTarget(log, req)
 		translated := kind != PortForward && isWebSocket(r)
-		if translated {
+		tunnelled := kind == PortForward && isTunnel(r)
+		if translated || tunnelled {
 			release, err := s.acquireWebSocket()
 			if err != nil {
 				sess.err = err
@@ -110,11 +111,11 @@ func (s *Server) handler(kind Kind) http.Handler {
 			return
 		}
 		sess.tapStreams(rec, audited != nil && kind == Exec, audited != nil && kind == PortForward, r)
-		if kind == PortForward && isTunnel(r) {
+		if tunnelled {
 			sess.tapPorts(audited != nil)
 		}
 		s.watchParse(sess, log)
-		if kind == PortForward && isTunnel(r) {
+		if tunnelled {
 			s.tunnel(w, r, sess, loc, log)
 			log.Info("stream ended", "duration", time.Since(sess.start).Round(time.Millisecond),
 				"bytes_to_runtime", sess.toRuntime.Load(), "bytes_to_client", sess.toClient.Load(), "err", sess.err)
@@ -148,15 +149,16 @@ func (s *Server) watchParse(sess *session, log *slog.Logger) {
 	}
 }
 
-// acquireWebSocket counts a WebSocket session crishim serves itself, or
-// refuses it at --stream-max-websocket-sessions: each holds a SPDY client
-// and its goroutines until it ends or idles out.
+// acquireWebSocket counts a WebSocket session crishim serves itself (exec
+// and attach translated, port-forward tunnelled), or refuses it at
+// --stream-max-websocket-sessions: each holds a WebSocket server, SPDY
+// toward the runtime and their goroutines until it ends or idles out.
 func (s *Server) acquireWebSocket() (release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.webSockets >= s.cfg.MaxWebSocketSessions {
 		s.metrics.WebSocketSessionRefused()
-		return nil, fmt.Errorf("%d WebSocket exec and attach sessions are open, the most --stream-max-websocket-sessions allows: retry once one ends, or use SPDY (kubectl through the API server, crictl without -r websocket), which is not counted", s.webSockets)
+		return nil, fmt.Errorf("%d WebSocket exec, attach and port-forward sessions are open, the most --stream-max-websocket-sessions allows: retry once one ends, or use SPDY (kubectl through the API server, crictl without -r websocket), which is not counted", s.webSockets)
 	}
 	s.webSockets++
 	ended := s.metrics.WebSocketSessionStarted()

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"k8s.io/client-go/tools/portforward"
@@ -93,21 +96,112 @@ func (s *Server) tunnel(w http.ResponseWriter, r *http.Request, sess *session, l
 	tc := portforward.NewTunnelingConnection("crishim", conn)
 	defer tc.Close()
 
+	// No byte either way for --stream-idle-timeout closes both sides,
+	// which ends both copies, even one writing to a client that stopped
+	// reading.
+	idle := newIdleCut(s.cfg.IdleTimeout, func() {
+		log.Info("port-forward tunnel idle; closed", "idle_timeout", s.cfg.IdleTimeout)
+		_ = tc.Close()
+		_ = rc.Close()
+	})
+	defer idle.stop()
+
 	// The client's direction is parsed when a tap is set (the ports of an
 	// audited port-forward); the runtime's never needs to be.
-	var src io.Reader = tc
+	var src io.Reader = idleReader{tc, idle}
 	if sess.tap != nil {
 		tw, end := sess.tap.writer(true)
 		defer end()
-		src = io.TeeReader(tc, tw)
+		src = io.TeeReader(src, tw)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(tc, struct{ io.Reader }{br}) // runtime to client
+		_, _ = io.Copy(idleWriter{tc, idle}, struct{ io.Reader }{br}) // runtime to client
 		_ = tc.Close()
 	}()
 	_, _ = io.Copy(struct{ io.Writer }{rc}, src) // client to runtime
 	_ = rc.Close()
 	<-done
+}
+
+// idleCut calls cut once no byte moved either way for d (never when d is
+// 0), as wsstream's idle timeout ends a translated session and
+// spdystream's a runtime's SPDY session. The bytes are the tunnel's SPDY,
+// pings included: a client that pings (client-go's tunnelling dialer, every
+// 10 s) is not idle, as it is not at the runtime; WebSocket control frames
+// carry no tunnel byte and keep nothing open.
+type idleCut struct {
+	d       time.Duration
+	start   time.Time    // last is counted from here (monotonic)
+	last    atomic.Int64 // time since start of the last byte moved
+	mu      sync.Mutex   // timer's assignment, before its function reads it
+	timer   *time.Timer
+	stopped bool // the tunnel ended: nothing left to cut
+}
+
+func newIdleCut(d time.Duration, cut func()) *idleCut {
+	c := &idleCut{d: d, start: time.Now()}
+	if d <= 0 {
+		return c
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timer = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.stopped {
+			return
+		}
+		// Only the timer's function resets the timer: the copies just
+		// note the time, once per read or write.
+		if left := c.d - (time.Since(c.start) - time.Duration(c.last.Load())); left > 0 {
+			c.timer.Reset(left)
+			return
+		}
+		cut()
+	})
+	return c
+}
+
+// moved notes bytes moved now.
+func (c *idleCut) moved() { c.last.Store(int64(time.Since(c.start))) }
+
+// stop ends the timer once the tunnel ended.
+func (c *idleCut) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// idleReader notes what r reads in c.
+type idleReader struct {
+	r io.Reader
+	c *idleCut
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.c.moved()
+	}
+	return n, err
+}
+
+// idleWriter notes what w wrote in c: a write blocked on a client that
+// does not read is no activity.
+type idleWriter struct {
+	w io.Writer
+	c *idleCut
+}
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if n > 0 {
+		w.c.moved()
+	}
+	return n, err
 }
