@@ -190,10 +190,16 @@ func (g *signalling) probe(ctx context.Context, id string, cmd []string, deadlin
 // execTimedOut tells an ExecSync answer that reports its own timeout. containerd answers
 // a command that outlives the request's timeout with DeadlineExceeded; CRI-O answers it
 // with exit code -1 ("command timed out"). A process's own exit code is never negative,
-// so -1 once the timeout has passed is the runtime's doing, not the command's.
+// so -1 once the timeout has passed is the runtime's doing, not the command's. CRI-O's
+// conmon arms that timeout with GLib's g_timeout_add_seconds, which fires on a whole-second
+// tick and so up to a second early (seen: 0.91 s into a 1 s timeout): -1 counts from
+// conmonTimerSlack before the timeout.
 func execTimedOut(resp *runtimeapi.ExecSyncResponse, started time.Time, timeout time.Duration) bool {
-	return resp.GetExitCode() < 0 && time.Since(started) >= timeout
+	return resp.GetExitCode() < 0 && time.Since(started) >= timeout-conmonTimerSlack
 }
+
+// conmonTimerSlack is how early CRI-O's exec timeout may fire (see execTimedOut).
+const conmonTimerSlack = time.Second
 
 // seconds rounds up to whole seconds, at least 1: ExecSync takes seconds,
 // and 0 would mean no timeout at all.

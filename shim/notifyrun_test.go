@@ -68,6 +68,10 @@ func TestExecTimeoutAsCRIOReportsIt(t *testing.T) {
 	if !execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: -1}, started, time.Second) {
 		t.Error("exit -1 after the timeout: not a timeout")
 	}
+	// conmon's whole-second timer: CRI-O answered 0.91 s into a 1 s timeout.
+	if !execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: -1}, time.Now().Add(-910*time.Millisecond), time.Second) {
+		t.Error("exit -1 0.91 s into a 1 s timeout (conmon's timer fires on a whole second): not a timeout")
+	}
 	if execTimedOut(&runtimeapi.ExecSyncResponse{ExitCode: -1}, time.Now(), time.Hour) {
 		t.Error("exit -1 before the timeout: a timeout")
 	}
