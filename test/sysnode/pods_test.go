@@ -13,14 +13,18 @@ import (
 )
 
 // runPod applies a pod manifest, waits until the pod is Ready and deletes it when the test
-// ends.
+// ends, waiting until it is gone: the tests after it (restarts, purge) start on a quiet node.
 func runPod(ctx context.Context, t *testing.T, name, manifest string) {
 	t.Helper()
 	if _, err := testNode.Kubectl(ctx, []byte(manifest), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", name, "--wait=false")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := testNode.Kubectl(ctx, nil, "delete", "pod", name, "--wait=true", "--timeout=90s", "--ignore-not-found"); err != nil {
+			t.Errorf("delete pod %s: %v", name, err)
+		}
 	})
 	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s"); err != nil {
 		out, _ := testNode.Kubectl(ctx, nil, "describe", "pod", name)
