@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/test/crishimproc"
+	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 // holdSocket listens at path as systemd's crishim.socket does and returns the
@@ -219,7 +219,7 @@ func TestRestartEndsLiveExec(t *testing.T) {
 	}
 	stdin, stdinW := io.Pipe()
 	defer stdinW.Close()
-	var stdout syncBuffer
+	var stdout lockedbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
@@ -263,22 +263,4 @@ func TestRestartEndsLiveExec(t *testing.T) {
 	if _, err := rs.Version(ctx, "v1"); err != nil {
 		t.Errorf("Version through the next crishim: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer written by the exec's copy and read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
