@@ -95,40 +95,75 @@ func schedulerArgs(l layout) []string {
 //   - podLogsDir: under the bed, not /var/log/pods.
 //   - eviction at tiny thresholds: a nearly full test disk must not evict the pods under test.
 func kubeletConfig(l layout, s state, p pki, endpoint string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-cgroupDriver: cgroupfs
-cgroupRoot: %s
-failCgroupV1: false
-failSwapOn: false
-address: %s
-port: %d
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
-authentication:
+	return kubeletValues{
+		endpoint: endpoint, cgroupRoot: s.CgroupRoot,
+		address: s.NodeIP, port: s.KubeletPort, healthzPort: s.KubeletHealthzPort,
+		clientCA: p.CA(), podLogsDir: l.path("pod-logs"), resolvConf: l.path("resolv.conf"),
+		gates: []string{"ContainerStopSignals", "CRIListStreaming"},
+	}.render()
+}
+
+// kubeletValues are what differs between the nodes' KubeletConfigurations; the empty
+// ones are left out, to the kubelet's defaults.
+type kubeletValues struct {
+	endpoint, cgroupRoot             string
+	address                          string
+	port, healthzPort                int
+	clientCA, podLogsDir, resolvConf string
+	gates                            []string // feature gates turned on
+}
+
+// render is the KubeletConfiguration of v, with what every node of the bed shares: the
+// cgroupfs driver, webhook authentication and authorization, parallel image pulls, no
+// image GC and tiny eviction thresholds.
+func (v kubeletValues) render() string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	line("apiVersion: kubelet.config.k8s.io/v1beta1")
+	line("kind: KubeletConfiguration")
+	line("containerRuntimeEndpoint: %s", v.endpoint)
+	line("cgroupDriver: cgroupfs")
+	if v.cgroupRoot != "" {
+		line("cgroupRoot: %s", v.cgroupRoot)
+	}
+	line("failCgroupV1: false")
+	line("failSwapOn: false")
+	if v.address != "" {
+		line("address: %s", v.address)
+		line("port: %d", v.port)
+	}
+	line("readOnlyPort: 0")
+	if v.healthzPort != 0 {
+		line("healthzBindAddress: 127.0.0.1")
+		line("healthzPort: %d", v.healthzPort)
+	}
+	b.WriteString(`authentication:
   anonymous:
     enabled: false
   webhook:
     enabled: true
   x509:
-    clientCAFile: %s
-authorization:
-  mode: Webhook
-podLogsDir: %s
-resolvConf: %s
-serializeImagePulls: false
+`)
+	line("    clientCAFile: %s", v.clientCA)
+	line("authorization:")
+	line("  mode: Webhook")
+	if v.podLogsDir != "" {
+		line("podLogsDir: %s", v.podLogsDir)
+	}
+	line("resolvConf: %s", v.resolvConf)
+	b.WriteString(`serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: "50Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
 featureGates:
-  ContainerStopSignals: true
-  CRIListStreaming: true
-`, endpoint, s.CgroupRoot, s.NodeIP, s.KubeletPort, s.KubeletHealthzPort, p.CA(), l.path("pod-logs"), l.path("resolv.conf"))
+`)
+	for _, g := range v.gates {
+		line("  %s: true", g)
+	}
+	return b.String()
 }
 
 // layout names the files of a node under its directory.
