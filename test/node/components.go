@@ -1,10 +1,10 @@
 package node
 
 import (
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/template"
 )
 
 // featureGates the node turns on in the apiserver and the kubelet: lifecycle.stopSignal is
@@ -96,62 +96,53 @@ func schedulerArgs(l layout) []string {
 //   - eviction at tiny thresholds: a nearly full test disk must not evict the pods under test.
 func kubeletConfig(l layout, s state, p pki, endpoint string) string {
 	return kubeletValues{
-		endpoint: endpoint, cgroupRoot: s.CgroupRoot,
-		address: s.NodeIP, port: s.KubeletPort, healthzPort: s.KubeletHealthzPort,
-		clientCA: p.CA(), podLogsDir: l.path("pod-logs"), resolvConf: l.path("resolv.conf"),
-		gates: []string{"ContainerStopSignals", "CRIListStreaming"},
+		Endpoint: endpoint, CgroupRoot: s.CgroupRoot,
+		Address: s.NodeIP, Port: s.KubeletPort, HealthzPort: s.KubeletHealthzPort,
+		ClientCA: p.CA(), PodLogsDir: l.path("pod-logs"), ResolvConf: l.path("resolv.conf"),
+		Gates: []string{"ContainerStopSignals", "CRIListStreaming"},
 	}.render()
 }
 
 // kubeletValues are what differs between the nodes' KubeletConfigurations; the empty
 // ones are left out, to the kubelet's defaults.
 type kubeletValues struct {
-	endpoint, cgroupRoot             string
-	address                          string
-	port, healthzPort                int
-	clientCA, podLogsDir, resolvConf string
-	gates                            []string // feature gates turned on
+	Endpoint, CgroupRoot, Address    string
+	Port, HealthzPort                int
+	ClientCA, PodLogsDir, ResolvConf string
+	Gates                            []string // feature gates turned on
 }
 
-// render is the KubeletConfiguration of v, with what every node of the bed shares: the
-// cgroupfs driver, webhook authentication and authorization, parallel image pulls, no
-// image GC and tiny eviction thresholds.
-func (v kubeletValues) render() string {
-	var b strings.Builder
-	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	line("apiVersion: kubelet.config.k8s.io/v1beta1")
-	line("kind: KubeletConfiguration")
-	line("containerRuntimeEndpoint: %s", v.endpoint)
-	line("cgroupDriver: cgroupfs")
-	if v.cgroupRoot != "" {
-		line("cgroupRoot: %s", v.cgroupRoot)
-	}
-	line("failCgroupV1: false")
-	line("failSwapOn: false")
-	if v.address != "" {
-		line("address: %s", v.address)
-		line("port: %d", v.port)
-	}
-	line("readOnlyPort: 0")
-	if v.healthzPort != 0 {
-		line("healthzBindAddress: 127.0.0.1")
-		line("healthzPort: %d", v.healthzPort)
-	}
-	b.WriteString(`authentication:
+// kubeletConfigTemplate holds what every node of the bed shares: the cgroupfs driver,
+// webhook authentication and authorization, parallel image pulls, no image GC and tiny
+// eviction thresholds.
+var kubeletConfigTemplate = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: {{.Endpoint}}
+cgroupDriver: cgroupfs
+{{with .CgroupRoot}}cgroupRoot: {{.}}
+{{end -}}
+failCgroupV1: false
+failSwapOn: false
+{{with .Address}}address: {{.}}
+port: {{$.Port}}
+{{end -}}
+readOnlyPort: 0
+{{with .HealthzPort}}healthzBindAddress: 127.0.0.1
+healthzPort: {{.}}
+{{end -}}
+authentication:
   anonymous:
     enabled: false
   webhook:
     enabled: true
   x509:
-`)
-	line("    clientCAFile: %s", v.clientCA)
-	line("authorization:")
-	line("  mode: Webhook")
-	if v.podLogsDir != "" {
-		line("podLogsDir: %s", v.podLogsDir)
-	}
-	line("resolvConf: %s", v.resolvConf)
-	b.WriteString(`serializeImagePulls: false
+    clientCAFile: {{.ClientCA}}
+authorization:
+  mode: Webhook
+{{with .PodLogsDir}}podLogsDir: {{.}}
+{{end -}}
+resolvConf: {{.ResolvConf}}
+serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
@@ -159,9 +150,14 @@ evictionHard:
   nodefs.available: "1%"
   imagefs.available: "1%"
 featureGates:
-`)
-	for _, g := range v.gates {
-		line("  %s: true", g)
+{{range .Gates}}  {{.}}: true
+{{end}}`))
+
+// render is v's KubeletConfiguration.
+func (v kubeletValues) render() string {
+	var b strings.Builder
+	if err := kubeletConfigTemplate.Execute(&b, v); err != nil {
+		panic(err) // the template and its values are this file's: a bug here, not input
 	}
 	return b.String()
 }

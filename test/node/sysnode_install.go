@@ -238,8 +238,8 @@ systemctl daemon-reload && systemctl restart kubelet`); err != nil {
 // thresholds.
 func sysnodeKubeletConfig(s state) string {
 	return kubeletValues{
-		endpoint: s.ContainerdEndpoint, clientCA: sysnodeKubeletCA, resolvConf: sysnodeResolvConf,
-		gates: []string{"ContainerStopSignals"},
+		Endpoint: s.ContainerdEndpoint, ClientCA: sysnodeKubeletCA, ResolvConf: sysnodeResolvConf,
+		Gates: []string{"ContainerStopSignals"},
 	}.render()
 }
 
