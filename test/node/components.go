@@ -1,10 +1,10 @@
 package node
 
 import (
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/template"
 )
 
 // featureGates the node turns on in the apiserver and the kubelet: lifecycle.stopSignal is
@@ -95,40 +95,71 @@ func schedulerArgs(l layout) []string {
 //   - podLogsDir: under the bed, not /var/log/pods.
 //   - eviction at tiny thresholds: a nearly full test disk must not evict the pods under test.
 func kubeletConfig(l layout, s state, p pki, endpoint string) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+	return kubeletValues{
+		Endpoint: endpoint, CgroupRoot: s.CgroupRoot,
+		Address: s.NodeIP, Port: s.KubeletPort, HealthzPort: s.KubeletHealthzPort,
+		ClientCA: p.CA(), PodLogsDir: l.path("pod-logs"), ResolvConf: l.path("resolv.conf"),
+		Gates: []string{"ContainerStopSignals", "CRIListStreaming"},
+	}.render()
+}
+
+// kubeletValues are what differs between the nodes' KubeletConfigurations; the empty
+// ones are left out, to the kubelet's defaults.
+type kubeletValues struct {
+	Endpoint, CgroupRoot, Address    string
+	Port, HealthzPort                int
+	ClientCA, PodLogsDir, ResolvConf string
+	Gates                            []string // feature gates turned on
+}
+
+// kubeletConfigTemplate holds what every node of the bed shares: the cgroupfs driver,
+// webhook authentication and authorization, parallel image pulls, no image GC and tiny
+// eviction thresholds.
+var kubeletConfigTemplate = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
+containerRuntimeEndpoint: {{.Endpoint}}
 cgroupDriver: cgroupfs
-cgroupRoot: %s
+{{with .CgroupRoot}}cgroupRoot: {{.}}
+{{end -}}
 failCgroupV1: false
 failSwapOn: false
-address: %s
-port: %d
+{{with .Address}}address: {{.}}
+port: {{$.Port}}
+{{end -}}
 readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: %d
+{{with .HealthzPort}}healthzBindAddress: 127.0.0.1
+healthzPort: {{.}}
+{{end -}}
 authentication:
   anonymous:
     enabled: false
   webhook:
     enabled: true
   x509:
-    clientCAFile: %s
+    clientCAFile: {{.ClientCA}}
 authorization:
   mode: Webhook
-podLogsDir: %s
-resolvConf: %s
+{{with .PodLogsDir}}podLogsDir: {{.}}
+{{end -}}
+resolvConf: {{.ResolvConf}}
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: "50Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
 featureGates:
-  ContainerStopSignals: true
-  CRIListStreaming: true
-`, endpoint, s.CgroupRoot, s.NodeIP, s.KubeletPort, s.KubeletHealthzPort, p.CA(), l.path("pod-logs"), l.path("resolv.conf"))
+{{range .Gates}}  {{.}}: true
+{{end}}`))
+
+// render is v's KubeletConfiguration.
+func (v kubeletValues) render() string {
+	var b strings.Builder
+	if err := kubeletConfigTemplate.Execute(&b, v); err != nil {
+		panic(err) // the template and its values are this file's: a bug here, not input
+	}
+	return b.String()
 }
 
 // layout names the files of a node under its directory.

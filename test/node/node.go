@@ -291,29 +291,45 @@ func (n *Node) fill() error {
 }
 
 func (n *Node) writePKI() error {
-	p, err := newPKI(n.l.path("pki"))
+	server := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort)
+	kp, err := n.issuePKI(server, net.ParseIP(n.s.NodeIP))
 	if err != nil {
 		return err
 	}
+	path := n.l.hostPath(n.bins)(kubeletKubeconfig)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return n.pki.kubeconfig(path, server, kp)
+}
+
+// issuePKI makes the node's CA and issues from it: the apiserver's serving certificate
+// (for loopback, apiserverIPs, the service IP and the in-cluster names), its client
+// certificate to the kubelet, the service-account keys, the kubeconfigs of the host's
+// clients for server, and the kubelet's client key pair, which it returns for the caller
+// to put where its kubelet reads it.
+func (n *Node) issuePKI(server string, apiserverIPs ...net.IP) (kubelet keyPair, err error) {
+	p, err := newPKI(n.l.path("pki"))
+	if err != nil {
+		return keyPair{}, err
+	}
 	n.pki = p
-	server := "https://127.0.0.1:" + strconv.Itoa(n.s.APIServerPort)
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(n.s.NodeIP), net.ParseIP("10.96.0.1")}
+	ips := append(append([]net.IP{net.ParseIP("127.0.0.1")}, apiserverIPs...), net.ParseIP("10.96.0.1"))
 	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if _, err := p.issue("apiserver", "kube-apiserver", nil, ips, dns); err != nil {
-		return err
+		return keyPair{}, err
 	}
 	if _, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil); err != nil {
-		return err
+		return keyPair{}, err
 	}
 	if _, err := p.serviceAccountKeys(); err != nil {
-		return err
+		return keyPair{}, err
 	}
 	// Each client authenticates as the user the default RBAC policy expects of it.
 	for _, c := range []struct{ file, cn, group string }{
 		{"admin", "crishim-node-admin", "system:masters"},
 		{"controller-manager", "system:kube-controller-manager", ""},
 		{"scheduler", "system:kube-scheduler", ""},
-		{"kubelet", "system:node:" + n.s.Name, "system:nodes"},
 	} {
 		var groups []string
 		if c.group != "" {
@@ -321,20 +337,13 @@ func (n *Node) writePKI() error {
 		}
 		kp, err := p.issue(c.file, c.cn, groups, nil, nil)
 		if err != nil {
-			return err
+			return keyPair{}, err
 		}
-		path := n.l.path(c.file + ".kubeconfig")
-		if c.file == "kubelet" {
-			path = n.l.hostPath(n.bins)(kubeletKubeconfig)
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				return err
-			}
-		}
-		if err := p.kubeconfig(path, server, kp); err != nil {
-			return err
+		if err := p.kubeconfig(n.l.path(c.file+".kubeconfig"), server, kp); err != nil {
+			return keyPair{}, err
 		}
 	}
-	return nil
+	return p.issue("kubelet", "system:node:"+n.s.Name, []string{"system:nodes"}, nil, nil)
 }
 
 // tagBusybox gives the bed's busybox the name pods ask for.

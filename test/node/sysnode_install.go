@@ -26,44 +26,11 @@ func (n *Node) apiserverURL() string {
 // writeSysnodePKI issues the certificates and kubeconfigs: the host's clients' as for the
 // other nodes, the kubelet's written into the node where kubeadm puts them.
 func (n *Node) writeSysnodePKI() error {
-	p, err := newPKI(n.l.path("pki"))
+	kp, err := n.issuePKI(n.apiserverURL(), net.ParseIP(sysnodeHostIP(n.s.Index)), net.ParseIP(n.s.NodeIP))
 	if err != nil {
 		return err
 	}
-	n.pki = p
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(sysnodeHostIP(n.s.Index)), net.ParseIP(n.s.NodeIP), net.ParseIP("10.96.0.1")}
-	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
-	if _, err := p.issue("apiserver", "kube-apiserver", nil, ips, dns); err != nil {
-		return err
-	}
-	if _, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil); err != nil {
-		return err
-	}
-	if _, err := p.serviceAccountKeys(); err != nil {
-		return err
-	}
-	for _, c := range []struct{ file, cn, group string }{
-		{"admin", "crishim-node-admin", "system:masters"},
-		{"controller-manager", "system:kube-controller-manager", ""},
-		{"scheduler", "system:kube-scheduler", ""},
-	} {
-		var groups []string
-		if c.group != "" {
-			groups = []string{c.group}
-		}
-		kp, err := p.issue(c.file, c.cn, groups, nil, nil)
-		if err != nil {
-			return err
-		}
-		if err := p.kubeconfig(n.l.path(c.file+".kubeconfig"), n.apiserverURL(), kp); err != nil {
-			return err
-		}
-	}
-	kp, err := p.issue("kubelet", "system:node:"+n.s.Name, []string{"system:nodes"}, nil, nil)
-	if err != nil {
-		return err
-	}
-	for src, dst := range map[string]string{p.CA(): sysnodeKubeletCA, kp.Cert: "/var/lib/kubelet/pki/kubelet-client.crt", kp.Key: "/var/lib/kubelet/pki/kubelet-client.key"} {
+	for src, dst := range map[string]string{n.pki.CA(): sysnodeKubeletCA, kp.Cert: "/var/lib/kubelet/pki/kubelet-client.crt", kp.Key: "/var/lib/kubelet/pki/kubelet-client.key"} {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			return err
@@ -270,33 +237,10 @@ systemctl daemon-reload && systemctl restart kubelet`); err != nil {
 // (containerd's default, which it reports to the kubelet) and the bed's tiny eviction
 // thresholds.
 func sysnodeKubeletConfig(s state) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-containerRuntimeEndpoint: %s
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-readOnlyPort: 0
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: %s
-authorization:
-  mode: Webhook
-resolvConf: %s
-serializeImagePulls: false
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: "50Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-featureGates:
-  ContainerStopSignals: true
-`, s.ContainerdEndpoint, sysnodeKubeletCA, sysnodeResolvConf)
+	return kubeletValues{
+		Endpoint: s.ContainerdEndpoint, ClientCA: sysnodeKubeletCA, ResolvConf: sysnodeResolvConf,
+		Gates: []string{"ContainerStopSignals"},
+	}.render()
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/crishim/crishim/audit"
 	"github.com/crishim/crishim/test/harness"
-	"github.com/crishim/crishim/test/node"
 )
 
 // TestAuditAndRecordingUnderShippedUnit: with the audit log and session recording turned on
@@ -49,19 +48,7 @@ func TestAuditAndRecordingUnderShippedUnit(t *testing.T) {
 		}
 	})
 
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-audit
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
-`, node.BusyboxLatest)
-	runPod(ctx, t, "sysnode-audit", pod)
+	runPod(ctx, t, "sysnode-audit", sleepPod("sysnode-audit"))
 	out, err = testNode.Kubectl(ctx, nil, "exec", "sysnode-audit", "--", "echo", "from-the-unit")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package sysnode
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
@@ -34,19 +33,7 @@ func pidTargetStartCount(ctx context.Context, t *testing.T) int {
 func TestKubectlDebugTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-debug
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: app
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "exec sleep 3601"]
-`, node.BusyboxLatest)
-	runPod(ctx, t, "sysnode-debug", pod)
+	runPod(ctx, t, "sysnode-debug", busyboxPod("sysnode-debug", "app", `["sh", "-c", "exec sleep 3601"]`))
 	before := pidTargetStartCount(ctx, t)
 	out, err := interact(ctx, "sleep 3601", "ps", "debug", "-i", "sysnode-debug",
 		"--image="+node.BusyboxLatest, "--image-pull-policy=IfNotPresent", "--target=app", "--container=dbg", "--", "sh")

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/crishim/crishim/test/harness"
-	"github.com/crishim/crishim/test/node"
 )
 
 // metrics returns crishim's /metrics as the host scrapes it from the node.
@@ -67,28 +66,7 @@ func TestUnitsRunUnderSystemd(t *testing.T) {
 func TestPodRunsThroughCrishim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-pod
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
-`, node.BusyboxLatest)
-	if _, err := testNode.Kubectl(ctx, []byte(pod), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", "sysnode-pod", "--wait=false")
-	})
-	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/sysnode-pod", "--timeout=120s"); err != nil {
-		out, _ := testNode.Kubectl(ctx, nil, "describe", "pod", "sysnode-pod")
-		t.Fatalf("%v\n%s", err, out)
-	}
+	startPod(ctx, t, "sysnode-pod", sleepPod("sysnode-pod"))
 	out, err := testNode.Kubectl(ctx, nil, "exec", "sysnode-pod", "--", "echo", "hello from the systemd node")
 	if err != nil {
 		t.Fatal(err)
@@ -169,35 +147,8 @@ func TestDebUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-upgrade
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
-`, node.BusyboxLatest)
-	if _, err := testNode.Kubectl(ctx, []byte(pod), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", "sysnode-upgrade", "--wait=false")
-	})
-	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/sysnode-upgrade", "--timeout=120s"); err != nil {
-		t.Fatal(err)
-	}
-	containerID := func() string {
-		out, err := testNode.Kubectl(ctx, nil, "get", "pod", "sysnode-upgrade", "-o", "jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-	before := containerID()
+	startPod(ctx, t, "sysnode-upgrade", sleepPod("sysnode-upgrade"))
+	before := containerState(ctx, t, "sysnode-upgrade")
 	if err := testNode.InstallDeb(ctx, deb); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +179,7 @@ spec:
 	if err != nil {
 		t.Fatalf("kubectl exec after the upgrade: %v", err)
 	}
-	if after := containerID(); after != before {
+	if after := containerState(ctx, t, "sysnode-upgrade"); after != before {
 		t.Errorf("the pod's container (ID, restarts) went from %q to %q across the upgrade", before, after)
 	}
 }

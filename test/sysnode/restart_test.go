@@ -14,7 +14,6 @@ import (
 	remote "k8s.io/cri-client/pkg"
 
 	"github.com/crishim/crishim/test/harness"
-	"github.com/crishim/crishim/test/node"
 )
 
 // The version the restart test upgrades to: after TestDebUpgrade's (node_test.go runs
@@ -145,39 +144,13 @@ func TestRestartsAndUpgradeRefuseNoCall(t *testing.T) {
 	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=delete", "pod/sysnode-pod", "pod/sysnode-upgrade", "--timeout=2m"); err != nil {
 		t.Fatal(err)
 	}
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-restart
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
-    readinessProbe:
+	// An exec probe: the kubelet's own CRI calls go on through the restarts.
+	startPod(ctx, t, "sysnode-restart", sleepPod("sysnode-restart")+`    readinessProbe:
       exec:
         command: ["true"]
       periodSeconds: 1
-`, node.BusyboxLatest)
-	if _, err := testNode.Kubectl(ctx, []byte(pod), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", "sysnode-restart", "--wait=false")
-	})
-	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/sysnode-restart", "--timeout=120s"); err != nil {
-		t.Fatal(err)
-	}
-	containerID := func() string {
-		out, err := testNode.Kubectl(ctx, nil, "get", "pod", "sysnode-restart", "-o", "jsonpath={.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
-	beforeID := containerID()
+`)
+	beforeID := containerState(ctx, t, "sysnode-restart")
 	before := kubeletRuntimeOps(ctx, t)
 	if before[execSyncOps] == 0 {
 		t.Fatalf("the kubelet counts no exec_sync (the probe): %v", before)
@@ -246,7 +219,7 @@ spec:
 	if grew := newErrors(before, after); len(grew) != 0 {
 		t.Errorf("the kubelet counted runtime operation errors:\n%s", strings.Join(grew, "\n"))
 	}
-	if afterID := containerID(); afterID != beforeID {
+	if afterID := containerState(ctx, t, "sysnode-restart"); afterID != beforeID {
 		t.Errorf("the pod's container (ID, restarts) went from %q to %q", beforeID, afterID)
 	}
 }
@@ -278,28 +251,7 @@ systemctl start --job-mode=ignore-dependencies kubelet`); err != nil {
 	if err := testNode.WaitReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: sysnode-first
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: %s
-    imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
-`, node.BusyboxLatest)
-	if _, err := testNode.Kubectl(ctx, []byte(pod), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "pod", "sysnode-first", "--wait=false")
-	})
-	if _, err := testNode.Kubectl(ctx, nil, "wait", "--for=condition=Ready", "pod/sysnode-first", "--timeout=120s"); err != nil {
-		out, _ := testNode.Kubectl(ctx, nil, "describe", "pod", "sysnode-first")
-		t.Fatalf("%v\n%s", err, out)
-	}
+	startPod(ctx, t, "sysnode-first", sleepPod("sysnode-first"))
 	if got := show(); got != started {
 		t.Errorf("the kubelet was restarted: %s, then %s", started, got)
 	}
