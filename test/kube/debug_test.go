@@ -3,14 +3,11 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crishim/crishim/test/harness"
-	"github.com/crishim/crishim/test/lockedbuf"
 )
 
 // TestKubectlDebugTarget: `kubectl debug -i POD --target=app` starts an ephemeral container
@@ -31,7 +28,7 @@ func TestKubectlDebugTarget(t *testing.T) {
 			pod := uniqueName("debug-" + mode)
 			apply(t, podManifest(pod, "", "", "app", "exec sleep 3601"))
 			waitReady(t, pod)
-			out, err := interact(t, "sleep 3601", "ps", "debug", "-i", pod,
+			out, err := testNode.KubectlInteract(context.Background(), "sleep 3601", "ps", "debug", "-i", pod,
 				"--image="+busybox, "--image-pull-policy=IfNotPresent", "--target=app", "--container=dbg", "--", "sh")
 			if err != nil {
 				t.Errorf("kubectl debug -i --target=app, typing ps: %v\n%s", err, out)
@@ -82,39 +79,6 @@ func TestKubectlDebugTarget(t *testing.T) {
 	})
 }
 
-// interact runs kubectl with a shell on the other end, types line, waits for want in the
-// output, then types exit, as a person at the prompt would: typing ahead and closing stdin at
-// once can end the shell before its output has come back through attach.
-func interact(t *testing.T, want, line string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testNode.KubectlPath(), append([]string{"--kubeconfig", testNode.Kubeconfig}, args...)...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", err
-	}
-	var out lockedbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	defer func() { _ = cmd.Wait() }()
-	defer stdin.Close()
-	if _, err := io.WriteString(stdin, line+"\n"); err != nil {
-		return out.String(), err
-	}
-	for !strings.Contains(out.String(), want) {
-		select {
-		case <-ctx.Done():
-			return out.String(), fmt.Errorf("%q never appeared in the output", want)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	_, _ = io.WriteString(stdin, "exit\n")
-	return out.String(), nil
-}
-
 // restartCrishim restarts the node's crishim with extra flags, and with the defaults again
 // when the test ends.
 func restartCrishim(t *testing.T, args ...string) {
@@ -159,7 +123,7 @@ func TestKubectlDebugWithoutTarget(t *testing.T) {
 		waitReady(t, pod)
 		ephemeral := metricGrowth(t, `crishim_debug_container_lookups_total{result="ephemeral"}`)
 		allowed := metricGrowth(t, `crishim_debug_image_checks_total{result="allowed"}`)
-		out, err := interact(t, "hello-42", "echo hello-$((6*7))", "debug", "-i", pod,
+		out, err := testNode.KubectlInteract(context.Background(), "hello-42", "echo hello-$((6*7))", "debug", "-i", pod,
 			"--image="+busybox, "--image-pull-policy=IfNotPresent", "--container=dbg", "--", "sh")
 		if err != nil {
 			t.Errorf("kubectl debug -i without --target, typing echo: %v\n%s", err, out)

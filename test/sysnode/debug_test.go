@@ -35,7 +35,7 @@ func TestKubectlDebugTarget(t *testing.T) {
 	defer cancel()
 	runPod(ctx, t, "sysnode-debug", busyboxPod("sysnode-debug", "app", `["sh", "-c", "exec sleep 3601"]`))
 	before := pidTargetStartCount(ctx, t)
-	out, err := interact(ctx, "sleep 3601", "ps", "debug", "-i", "sysnode-debug",
+	out, err := testNode.KubectlInteract(ctx, "sleep 3601", "ps", "debug", "-i", "sysnode-debug",
 		"--image="+node.BusyboxLatest, "--image-pull-policy=IfNotPresent", "--target=app", "--container=dbg", "--", "sh")
 	if err != nil {
 		t.Fatalf("kubectl debug -i --target=app, typing ps: %v\n%s", err, out)
