@@ -125,11 +125,13 @@ func read(procRoot string, cred Cred, valid func(before bool) bool) *Process {
 	if b, err := readBounded(filepath.Join(dir, "cmdline"), maxCmdline); err == nil {
 		p.Cmdline = splitCmdline(b)
 	}
-	hostMounts := hostMountNS(procRoot, dir)
+	// The mount namespace is asked only of a would-be kubelet, and before
+	// the second validity check, so that what it says is the peer's.
+	kubelet := IsKubeletExe(p.UID, p.Exe) && hostMountNS(procRoot, dir)
 	if !valid(false) {
 		return gone()
 	}
-	p.Kubelet = hostMounts && IsKubeletExe(p.UID, p.Exe)
+	p.Kubelet = kubelet
 	return p
 }
 
