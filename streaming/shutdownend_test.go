@@ -1,19 +1,25 @@
 package streaming
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/spdystream/spdy"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rcconst "k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
+	clientspdy "k8s.io/client-go/transport/spdy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criremotecommand "k8s.io/cri-streaming/pkg/streaming/remotecommand"
 )
@@ -38,7 +44,7 @@ func spdyExecutorFor(protocols ...string) shutdownClient {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, up, err := spdy.RoundTripperFor(&rest.Config{})
+		rt, up, err := clientspdy.RoundTripperFor(&rest.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,5 +174,162 @@ func (w *firstWrite) wait(t *testing.T, done chan error) {
 	case <-w.ch:
 	case err := <-done:
 		t.Fatalf("the session ended before its output: %v", err)
+	}
+}
+
+func (s *spdyFrames) reply(t *testing.T, id spdy.StreamId, fin bool) {
+	f := &spdy.SynReplyFrame{StreamId: id, Headers: http.Header{}}
+	if fin {
+		f.CFHeader.Flags = spdy.ControlFlagFin
+	}
+	if err := s.f.WriteFrame(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndFrames: the frames telling a SPDY client why its session ends are
+// written only where the client's next byte starts a frame and its error
+// stream is open at the runtime's side; they end the error stream with the
+// status, and stdout and stderr, and a client's framer reads them after
+// the runtime's frames.
+func TestEndFrames(t *testing.T) {
+	const body = `{"status":"Failure"}`
+	tests := []struct {
+		name  string
+		rtime func(t *testing.T, c *spdyFrames)
+		chop  int // bytes of the runtime's frames the client was not sent
+		ok    bool
+	}{
+		{"whole frames", func(t *testing.T, c *spdyFrames) {
+			c.reply(t, idError, false)
+			c.reply(t, idStdin, false)
+			c.reply(t, idStdout, false)
+			c.reply(t, idStderr, false)
+			c.data(t, idStdout, "out")
+		}, 0, true},
+		{"inside a data frame", func(t *testing.T, c *spdyFrames) {
+			c.reply(t, idError, false)
+			c.reply(t, idStdout, false)
+			c.data(t, idStdout, "output")
+		}, 2, false},
+		{"inside a data frame's header", func(t *testing.T, c *spdyFrames) {
+			c.reply(t, idError, false)
+			c.reply(t, idStdout, false)
+			c.data(t, idStdout, "output")
+		}, len("output") + 3, false},
+		{"error stream ended", func(t *testing.T, c *spdyFrames) {
+			c.reply(t, idError, false)
+			c.reply(t, idStdout, false)
+			if err := c.f.WriteFrame(&spdy.DataFrame{StreamId: idError, Flags: spdy.DataFlagFin}); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, false},
+		{"error stream not replied to", func(t *testing.T, c *spdyFrames) {
+			c.reply(t, idStdout, false)
+		}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", "http://x/exec/t", nil)
+			req.Header.Set("Upgrade", "SPDY/3.1")
+			tap := newSPDYTap(req, &exitStatus{})
+			client, rtime := newSPDYFrames(t), newSPDYFrames(t)
+			client.syn(t, idError, "error")
+			client.syn(t, idStdin, "stdin")
+			client.syn(t, idStdout, "stdout")
+			client.syn(t, idStderr, "stderr")
+			tt.rtime(t, rtime)
+			sent := rtime.buf.Bytes()[:rtime.buf.Len()-tt.chop]
+
+			for _, dir := range []struct {
+				toRuntime bool
+				b         []byte
+			}{{true, client.buf.Bytes()}, {false, sent}} {
+				w, end := tap.writer(dir.toRuntime)
+				if _, err := w.Write(dir.b); err != nil {
+					t.Fatal(err)
+				}
+				end()
+			}
+			// Both parses done: in a session the client's SYN_STREAMs
+			// were parsed long before (its streams waited for replies).
+			tap.wait()
+			frames, ok := tap.endFrames([]byte(body))
+			if ok != tt.ok {
+				t.Fatalf("told %v, want %v", ok, tt.ok)
+			}
+			if !ok {
+				return
+			}
+			// The client reads them after what it was sent, with the
+			// framer (and its header state) it read those with.
+			cf, err := spdy.NewFramer(io.Discard, io.MultiReader(bytes.NewReader(sent), bytes.NewReader(frames)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for {
+				f, err := cf.ReadFrame()
+				if err != nil {
+					break
+				}
+				if d, ok := f.(*spdy.DataFrame); ok {
+					got = append(got, fmt.Sprintf("%d fin=%v %q", d.StreamId, d.Flags&spdy.DataFlagFin != 0, d.Data))
+				}
+			}
+			want := []string{
+				fmt.Sprintf("%d fin=false %q", idStdout, "out"),
+				fmt.Sprintf("%d fin=true %q", idError, body),
+				fmt.Sprintf("%d fin=true %q", idStdout, ""),
+				fmt.Sprintf("%d fin=true %q", idStderr, ""),
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("the client reads\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// TestErrorStreamBody: the status is written in the protocol version the
+// runtime's upgrade response names, and only when that response was read
+// whole and alone.
+func TestErrorStreamBody(t *testing.T) {
+	resp := func(version, after string) []byte {
+		h := "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+		if version != "" {
+			h += "X-Stream-Protocol-Version: " + version + "\r\n"
+		}
+		return []byte(h + "\r\n" + after)
+	}
+	for _, tc := range []struct {
+		name string
+		head []byte
+		full bool
+		want string // "" : not told
+	}{
+		{"v4", resp(rcconst.StreamProtocolV4Name, ""), false, "json"},
+		{"v3", resp(rcconst.StreamProtocolV3Name, ""), false, shutdownMessage},
+		{"v1, no header", resp("", ""), false, shutdownMessage},
+		{"unknown version", resp("v9.channel.k8s.io", ""), false, ""},
+		{"bytes past the response", resp(rcconst.StreamProtocolV4Name, "\x80"), false, ""},
+		{"response not whole", resp(rcconst.StreamProtocolV4Name, "")[:20], false, ""},
+		{"response over headMax", nil, true, ""},
+		{"not upgraded", []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sess := &session{head: tc.head, headFull: tc.full}
+			body, ok := sess.errorStreamBody()
+			switch {
+			case tc.want == "" && ok:
+				t.Errorf("told %q", body)
+			case tc.want == "json":
+				var st metav1.Status
+				if err := json.Unmarshal(body, &st); !ok || err != nil || st.Status != metav1.StatusFailure || st.Message != shutdownMessage {
+					t.Errorf("status %q (%v), want a Failure saying %q", body, err, shutdownMessage)
+				}
+			case tc.want != "" && (!ok || string(body) != tc.want):
+				t.Errorf("body %q (%v), want %q", body, ok, tc.want)
+			}
+		})
 	}
 }
