@@ -489,7 +489,7 @@ const countChunk = 1 << 20
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.countToClient(int64(n))
-	if c.sess.tap != nil && !c.sess.translated {
+	if c.sess.tap != nil && !c.sess.translated && c.sess.kind != PortForward {
 		c.sess.keepHead(p[:n])
 	}
 	return n, err

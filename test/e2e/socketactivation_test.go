@@ -190,11 +190,11 @@ func TestSocketActivationWrongSocket(t *testing.T) {
 	}
 }
 
-// TestRestartEndsLiveExec: an exec session open when crishim restarts goes on
-// until the shutdown timeout, then is cut: the client's streams end, the
-// audit log's ended event says crishim shut down, crishim's log counts the
-// cut, and the next crishim serves the same socket. What the client returns
-// is printed (docs/install.md says it).
+// TestRestartEndsLiveExec: exec sessions open when crishim restarts go on
+// until the shutdown timeout, then end: each client (SPDY, WebSocket v4
+// and v5) returns an error saying crishim shut down, the audit log's ended
+// events say so too, crishim's log counts the cut, and the next crishim
+// serves the same socket.
 func TestRestartEndsLiveExec(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "crishim.sock")
@@ -213,48 +213,68 @@ func TestRestartEndsLiveExec(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, stdinW := io.Pipe()
-	defer stdinW.Close()
-	var stdout lockedbuf.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
-	}()
-	if _, err := stdinW.Write([]byte("before\n")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the exec's echo", func() error {
-		if !strings.Contains(stdout.String(), "before") {
-			return os.ErrNotExist
+	done := map[string]chan error{}
+	for _, e := range executors {
+		resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		stdin, stdinW := io.Pipe()
+		defer stdinW.Close()
+		var stdout lockedbuf.Buffer
+		done[e.name] = make(chan error, 1)
+		go func() {
+			done[e.name] <- e.new(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
+		}()
+		if _, err := stdinW.Write([]byte("before\n")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, e.name+" exec's echo", func() error {
+			if !strings.Contains(stdout.String(), "before") {
+				return os.ErrNotExist
+			}
+			return nil
+		})
+	}
 
 	begin := time.Now()
 	if err := p.Stop(); err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Log())
 	}
-	t.Logf("crishim stopped %s after SIGTERM with an exec open", time.Since(begin).Round(time.Millisecond))
-	select {
-	case err := <-done:
-		// SPDY's exec protocol has no way to say "cut" but a status on the
-		// error stream, which the runtime writes and a cut never reaches:
-		// the client sees the streams end as a command's end.
-		t.Logf("the exec client's result at the restart: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the exec went on after crishim exited")
+	t.Logf("crishim stopped %s after SIGTERM with %d execs open", time.Since(begin).Round(time.Millisecond), len(done))
+	for _, e := range executors {
+		select {
+		case err := <-done[e.name]:
+			// SPDY: crishim parses an audited exec's frames, so it can
+			// end it with a status on its error stream.
+			if err == nil || !strings.Contains(err.Error(), "crishim is shutting down") {
+				t.Errorf("the %s exec client's result at the restart: %v, want an error saying crishim is shutting down", e.name, err)
+			} else {
+				t.Logf("the %s exec client's result at the restart: %v", e.name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the %s exec went on after crishim exited", e.name)
+		}
 	}
-	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
-		return ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded
+	var ended []audit.Event
+	eventually(t, "the execs' ended events", func() error {
+		ended = nil
+		for _, ev := range readAudit(t, auditPath) {
+			if ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded {
+				ended = append(ended, ev)
+			}
+		}
+		if len(ended) < len(executors) {
+			return os.ErrNotExist
+		}
+		return nil
 	})
-	if ended.DurationSeconds == nil || ended.BytesToClient == nil || !strings.Contains(ended.Error, "crishim shut down") {
-		t.Errorf("the cut exec's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ended)
+	for _, ev := range ended {
+		if ev.DurationSeconds == nil || ev.BytesToClient == nil || !strings.Contains(ev.Error, "crishim shut down") {
+			t.Errorf("a cut exec's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ev)
+		}
 	}
-	t.Logf("audit ended event of the cut exec: error %q", ended.Error)
+	t.Logf("audit ended event of a cut exec: error %q", ended[0].Error)
 	if !strings.Contains(p.Log(), "cutting streams still open at the shutdown timeout") {
 		t.Errorf("crishim did not log the cut:\n%s", p.Log())
 	}
