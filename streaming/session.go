@@ -337,7 +337,7 @@ type session struct {
 	shutdownCut atomic.Bool
 	// tappedToClient: the runtime's bytes go to the client through the
 	// tap's parse (countingConn.copy), which can stop at a frame's end
-	// and tell the client why its session ends (spdyend.go).
+	// and tell the client why its session ends (shutdownend.go).
 	tappedToClient bool
 	// telling: the shutdown stopped the copy to the client to tell it.
 	telling bool
@@ -406,8 +406,10 @@ func (sess *session) cut() {
 
 func (sess *session) cutLocked() {
 	sess.isCut = true
-	for _, c := range append(sess.clientConns, sess.runtimeConns...) {
-		_ = c.Close()
+	for _, conns := range [][]net.Conn{sess.clientConns, sess.runtimeConns} {
+		for _, c := range conns {
+			_ = c.Close()
+		}
 	}
 	sess.clientConns, sess.runtimeConns = nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -332,4 +333,61 @@ func TestErrorStreamBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShutdownBoundsTelling: a SPDY client told its status that neither
+// reads it nor closes does not hold the shutdown up: the session is cut,
+// both sides, tellWait after the timeout (without the bound Shutdown would
+// wait for it for ever).
+func TestShutdownBoundsTelling(t *testing.T) {
+	rt := newRuntimeExec(t, []string{"ready"}, criremotecommand.Options{Stdin: true, Stdout: true})
+	s, auditPath := startWSServer(t, testConfig(), rt) // audited: parsed, told
+	u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: rt.cmd, Stdin: true, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, upgrader, err := clientspdy.RoundTripperFor(&rest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := clientspdy.Negotiate(upgrader, &http.Client{Transport: transport}, req, rcconst.StreamProtocolV4Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, typ := range []string{"error", "stdin", "stdout"} {
+		h := http.Header{}
+		h.Set("streamtype", typ)
+		if _, err := conn.CreateStream(h); err != nil { // waits for the runtime's reply
+			t.Fatal(err)
+		}
+	}
+	<-rt.started
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the shutdown waits for a client that does not close") // a hang guard
+	}
+	if err := rt.waitEnded(t); !errors.Is(err, errCut) {
+		t.Errorf("the command ended with %v, want its session cut", err)
+	}
+	if end := endedEvent(t, auditPath); end.Error != errCutAtShutdown.Error() {
+		t.Errorf("ended event's error %q, want %q", end.Error, errCutAtShutdown)
+	}
+	<-s.served
+	s.served <- nil
 }
