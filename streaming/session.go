@@ -606,11 +606,32 @@ func (c *countingConn) copy(dst io.Writer, src io.Reader, count func(int64), toR
 			c.sess.mu.Unlock()
 		}
 		// Through a buffer: what reaches dst is then parsed, whole.
-		n, err := io.Copy(countingWriter{dst, count}, io.TeeReader(src, tw))
-		end()
-		if !toRuntime && errors.Is(err, os.ErrDeadlineExceeded) && c.sess.isTelling() {
-			c.sess.tellClient(countingWriter{dst, count})
+		r := io.TeeReader(src, tw)
+		var frames *frameTrack
+		if !toRuntime {
+			frames = &frameTrack{}
+			r = io.TeeReader(r, frames)
 		}
+		n, err := io.Copy(countingWriter{dst, count}, r)
+		if !toRuntime && errors.Is(err, os.ErrDeadlineExceeded) && c.sess.isTelling() {
+			// Stopped for the shutdown, maybe inside a frame: pass the
+			// rest of it (Shutdown's cut bounds the wait), then tell.
+			_ = c.Conn.SetReadDeadline(time.Time{})
+			err = nil
+			for left := frames.left(); left > 0 && err == nil; left = frames.left() {
+				var m int64
+				m, err = io.CopyN(countingWriter{dst, count}, r, left)
+				n += m
+			}
+			end()
+			if err == nil {
+				// The copy ends here, as meant: nothing for the proxy
+				// to log.
+				c.sess.tellClient(countingWriter{dst, count})
+			}
+			return n, err
+		}
+		end()
 		return n, err
 	}
 	if n, err, ok := spliceCounted(dst, src, count); ok {

@@ -3,6 +3,7 @@ package streaming
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -160,4 +161,45 @@ func (t *spdyTap) endFrames(body []byte) (frames []byte, ok bool) {
 		}
 	}
 	return buf.Bytes(), true
+}
+
+// frameTrack follows the frame lengths in the runtime's SPDY bytes to the
+// client, so that a copy stopped for the shutdown can pass the rest of the
+// frame in flight before the status. It reads only each frame's 8-byte
+// header: control and data frames alike end 8 + the length in its low
+// 24 bits later.
+type frameTrack struct {
+	hdr  [8]byte
+	n    int   // header bytes held
+	body int64 // bytes of the current frame's payload still to pass
+}
+
+func (f *frameTrack) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		if f.body > 0 {
+			k := min(int64(len(p)), f.body)
+			f.body -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(f.hdr[f.n:], p)
+		f.n += k
+		p = p[k:]
+		if f.n == len(f.hdr) {
+			f.body = int64(binary.BigEndian.Uint32(f.hdr[4:]) & 0xffffff)
+			f.n = 0
+		}
+	}
+	return total, nil
+}
+
+// left is how many bytes to pass next toward the end of the frame in
+// flight: the rest of its header (whose length is not known yet), or of
+// its payload; 0 between frames.
+func (f *frameTrack) left() int64 {
+	if f.n > 0 {
+		return int64(len(f.hdr) - f.n)
+	}
+	return f.body
 }

@@ -76,10 +76,18 @@ func TestShutdownTellsTheClient(t *testing.T) {
 		{"spdy v4 tty", spdyExecutorFor(rcconst.StreamProtocolV4Name), true, shutdownMessage},
 		{"spdy v3", spdyExecutorFor(rcconst.StreamProtocolV3Name), false, "error executing remote command: " + shutdownMessage},
 		{"spdy v2", spdyExecutorFor(rcconst.StreamProtocolV2Name), false, "error executing remote command: " + shutdownMessage},
+		// Output flowing at the shutdown: the copy stops inside a
+		// frame, which is passed whole before the status.
+		{"spdy v4 output flowing", spdyExecutorFor(rcconst.StreamProtocolV4Name), false, shutdownMessage},
+		{"websocket v5 output flowing", wsExecutor, false, shutdownMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := criremotecommand.Options{Stdin: true, Stdout: true, Stderr: !tc.tty, TTY: tc.tty}
-			rt := newRuntimeExec(t, []string{"ready"}, opts)
+			cmd := "ready"
+			if strings.HasSuffix(tc.name, "flowing") {
+				cmd = "flood"
+			}
+			rt := newRuntimeExec(t, []string{cmd}, opts)
 			s, auditPath := startWSServer(t, testConfig(), rt)
 			u, err := s.Issue(Exec, &runtimeapi.ExecRequest{ContainerId: "c1", Cmd: rt.cmd, Stdin: true, Stdout: true, Stderr: !tc.tty, Tty: tc.tty})
 			if err != nil {
@@ -390,4 +398,32 @@ func TestShutdownBoundsTelling(t *testing.T) {
 	}
 	<-s.served
 	s.served <- nil
+}
+
+// TestFrameTrack: a copy stopped anywhere in the runtime's frames, inside
+// a header or a payload, passes exactly the rest of that frame (and no
+// more) before the status.
+func TestFrameTrack(t *testing.T) {
+	rtime := newSPDYFrames(t)
+	ends := []int{0}
+	rtime.reply(t, idError, false)
+	ends = append(ends, rtime.buf.Len())
+	for _, n := range []int{0, 1, 7, 8, 300, 70 << 10} {
+		rtime.data(t, idStdout, strings.Repeat("z", n))
+		ends = append(ends, rtime.buf.Len())
+	}
+	b := rtime.buf.Bytes()
+	for k := 0; k <= len(b); k++ {
+		var f frameTrack
+		_, _ = f.Write(b[:k])
+		pos := k
+		for left := f.left(); left > 0; left = f.left() {
+			_, _ = f.Write(b[pos : pos+int(left)])
+			pos += int(left)
+		}
+		i, _ := slices.BinarySearch(ends, k)
+		if pos != ends[i] {
+			t.Fatalf("stopped at %d: passed to %d, want the frame's end %d", k, pos, ends[i])
+		}
+	}
 }
