@@ -192,10 +192,11 @@ generate:
 		--go-grpc_out=paths=source_relative:shim/crishimv1 \
 		shim/crishimv1/crishim.proto
 
-# Regenerate the Notification API's deepcopy code and CRD manifest from the Go types.
+# Regenerate the Notification API's deepcopy code and CRD manifests (crishim.io/v1alpha2:
+# Notification, NodeNotification) from the Go types.
 generate-crd:
 	@test -x $(TOOLS)/controller-gen || GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	$(TOOLS)/controller-gen object paths=./notification/v1alpha1/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
+	$(TOOLS)/controller-gen object paths=./notification/v1alpha2/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
