@@ -1,6 +1,7 @@
 // Command image builds crishim-notification-controller as a static binary and writes its
 // OCI image archive (`make image`), offline: no registry, no image builder. Import it into
-// a node's runtime (containerd: `ctr -n k8s.io images import FILE`).
+// a node's runtime (containerd: `ctr -n k8s.io images import FILE`); the test bed's node
+// (`make node`) does so itself.
 package main
 
 import (
@@ -8,14 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/crishim/crishim/test/harness"
 )
-
-// Ref is the image name packaging/kubernetes/v1alpha2/notification-controller.yaml runs.
-const Ref = "localhost/crishim/notification-controller:latest"
 
 func main() {
 	out := flag.String("out", "bin/crishim-notification-controller.oci.tar", "the OCI archive to write")
@@ -27,23 +24,7 @@ func main() {
 }
 
 func build(ctx context.Context, out string) error {
-	dir, err := os.MkdirTemp("", "crishim-image-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "crishim-notification-controller")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/crishim-notification-controller")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	archive, err := harness.BinaryImageArchive(Ref, bin, data)
+	archive, err := harness.NotificationControllerArchive(ctx, ".")
 	if err != nil {
 		return err
 	}
@@ -53,6 +34,6 @@ func build(ctx context.Context, out string) error {
 	if err := os.WriteFile(out, archive, 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("image: %s (%s, %d bytes)\n", out, Ref, len(archive))
+	fmt.Printf("image: %s (%s, %d bytes)\n", out, harness.NotificationControllerImage, len(archive))
 	return nil
 }
