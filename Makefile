@@ -100,8 +100,9 @@ e2e: build runtime-bins
 # Kubernetes binaries are cached, or always with KUBE=1 (which builds them).
 # KEEP=1 leaves containerd and crishim running; `make demo-clean` removes them.
 # DEMO_DIR=dir puts crishim's socket and log there (default: the runtime's slot directory).
+# KUBE_NODE=n runs the kubectl chapter on node index n instead of make node's (0).
 demo: build
-	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR))
+	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR)) $(if $(KUBE_NODE),--kube-node $(KUBE_NODE))
 
 demo-clean:
 	$(GO) run ./test/demo --clean
