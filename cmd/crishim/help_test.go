@@ -33,7 +33,7 @@ func TestHelpSections(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^(?:  -\w, |      )--([a-z0-9-]+)`).FindAllStringSubmatch(help, -1) {
 		listed[m[1]]++
 	}
-	// Removed in 0.1.0 (config_test.go checks the message that says so).
+	// Removed in 0.2.0 (config_test.go checks the message that says so).
 	if f := root.Flags().Lookup("notification-gc-after"); f != nil || listed["notification-gc-after"] != 0 {
 		t.Errorf("--notification-gc-after: want it gone, listed %d times", listed["notification-gc-after"])
 	}
