@@ -159,8 +159,7 @@ bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
 # The notification controller's image, built offline: a static binary in an OCI archive,
-# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node;
-# make node imports it into the test bed node's runtime itself).
+# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node).
 image:
 	$(GO) run ./test/harness/image
 

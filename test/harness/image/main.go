@@ -1,7 +1,6 @@
 // Command image builds crishim-notification-controller as a static binary and writes its
 // OCI image archive (`make image`), offline: no registry, no image builder. Import it into
-// a node's runtime (containerd: `ctr -n k8s.io images import FILE`); the test bed's node
-// (`make node`) does so itself.
+// a node's runtime (containerd: `ctr -n k8s.io images import FILE`).
 package main
 
 import (
@@ -9,10 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/crishim/crishim/test/harness"
 )
+
+// Ref is the image name packaging/kubernetes/notification-controller.yaml runs.
+const Ref = harness.NotificationControllerImage
 
 func main() {
 	out := flag.String("out", "bin/crishim-notification-controller.oci.tar", "the OCI archive to write")
@@ -24,7 +27,23 @@ func main() {
 }
 
 func build(ctx context.Context, out string) error {
-	archive, err := harness.NotificationControllerArchive(ctx, ".")
+	dir, err := os.MkdirTemp("", "crishim-image-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "crishim-notification-controller")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/crishim-notification-controller")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	archive, err := harness.BinaryImageArchive(Ref, bin, data)
 	if err != nil {
 		return err
 	}
@@ -34,6 +53,6 @@ func build(ctx context.Context, out string) error {
 	if err := os.WriteFile(out, archive, 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("image: %s (%s, %d bytes)\n", out, harness.NotificationControllerImage, len(archive))
+	fmt.Printf("image: %s (%s, %d bytes)\n", out, Ref, len(archive))
 	return nil
 }
