@@ -102,8 +102,9 @@ e2e: build runtime-bins
 # Kubernetes binaries are cached, or always with KUBE=1 (which builds them).
 # KEEP=1 leaves containerd and crishim running; `make demo-clean` removes them.
 # DEMO_DIR=dir puts crishim's socket and log there (default: the runtime's slot directory).
+# KUBE_NODE=n runs the kubectl chapter on node index n instead of make node's (0).
 demo: build
-	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR))
+	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR)) $(if $(KUBE_NODE),--kube-node $(KUBE_NODE))
 
 demo-clean:
 	$(GO) run ./test/demo --clean
@@ -194,10 +195,11 @@ generate:
 		--go-grpc_out=paths=source_relative:shim/crishimv1 \
 		shim/crishimv1/crishim.proto
 
-# Regenerate the Notification API's deepcopy code and CRD manifest from the Go types.
+# Regenerate the Notification API's deepcopy code and CRD manifests (crishim.io/v1alpha2:
+# Notification, NodeNotification) from the Go types.
 generate-crd:
 	@test -x $(TOOLS)/controller-gen || GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	$(TOOLS)/controller-gen object paths=./notification/v1alpha1/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
+	$(TOOLS)/controller-gen object paths=./notification/v1alpha2/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

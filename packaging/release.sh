@@ -52,7 +52,8 @@ for arch in $RELEASE_ARCHES; do
 	ARTIFACTS="$ARTIFACTS $name.tar.gz $(basename "$deb")"
 done
 
-# The cluster's side (the Notification CRD, RBAC): one file for `kubectl apply -f`.
+# The cluster's side (the CRDs, RBAC and admission policy, the notification controller's
+# Deployment): one file for `kubectl apply -f`.
 manifests=crishim-$VERSION-kubernetes.yaml
 for f in packaging/kubernetes/*.yaml; do
 	printf -- '---\n# Source: %s\n' "$f"

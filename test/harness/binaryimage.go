@@ -6,6 +6,10 @@ import (
 	"path"
 )
 
+// NotificationControllerImage is the image name packaging/kubernetes/notification-controller.yaml
+// runs and `make image` builds.
+const NotificationControllerImage = "localhost/crishim/notification-controller:latest"
+
 // BinaryImageArchive is an OCI image-layout tar of one image named ref whose only layer is
 // the static binary at /<base name of binaryPath>, its entrypoint: how the test bed builds
 // crishim-notification-controller's image offline (`make image`). Runtimes import it

@@ -212,7 +212,7 @@ func (n *Node) startSystemd(ctx context.Context, opts SystemdOptions, lower, cdD
 		out, _ := n.NodeExec(ctx, "journalctl", "--no-pager", "-n", "60", "-u", "kubelet")
 		return fmt.Errorf("%w\nkubelet journal:\n%s", err, out)
 	}
-	if err := n.installManifests(ctx); err != nil {
+	if err := n.installManifests(ctx, false); err != nil {
 		return err
 	}
 	if err := n.waitServiceAccount(ctx); err != nil {

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,7 +101,7 @@ func run() error {
 		return err
 	}
 	fmt.Printf("scale: starting etcd and kube-apiserver (node index %d)\n", cfg.index)
-	cp, err := node.StartControlPlane(ctx, node.Options{Index: cfg.index, Log: log}, filepath.Join(manifests, "v1alpha2"))
+	cp, err := node.StartControlPlane(ctx, node.Options{Index: cfg.index, Log: log}, manifests)
 	if err != nil {
 		return err
 	}

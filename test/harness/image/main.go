@@ -14,8 +14,8 @@ import (
 	"github.com/crishim/crishim/test/harness"
 )
 
-// Ref is the image name packaging/kubernetes/v1alpha2/notification-controller.yaml runs.
-const Ref = "localhost/crishim/notification-controller:latest"
+// Ref is the image name packaging/kubernetes/notification-controller.yaml runs.
+const Ref = harness.NotificationControllerImage
 
 func main() {
 	out := flag.String("out", "bin/crishim-notification-controller.oci.tar", "the OCI archive to write")
