@@ -158,9 +158,11 @@ bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
 # The notification controller's image, built offline: a static binary in an OCI archive,
-# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node).
+# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node); and
+# the fleet installer's (packaging/kubernetes/install), bin/crishim-node-installer.oci.tar,
+# whose crishim reports $(DEB_VERSION) or packaging/deb/version.sh's version.
 image:
-	$(GO) run ./test/harness/image
+	$(GO) run ./test/harness/image --installer-version $(or $(DEB_VERSION),$(shell packaging/deb/version.sh))
 
 # The Notification API at scale (docs/notifications.md#proven-at-scale), run by hand: the
 # bed's etcd and kube-apiserver alone (node index CRISHIM_SCALE_NODE, default 11), the
