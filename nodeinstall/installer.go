@@ -25,10 +25,10 @@ const (
 
 // Units.
 const (
-	crishimUnit  = "crishim.service"
-	socketUnit   = "crishim.socket"
-	kubeletUnit  = "kubelet.service"
-	ownMarker = "# Installed by crishim-node-installer"
+	crishimUnit = "crishim.service"
+	socketUnit  = "crishim.socket"
+	kubeletUnit = "kubelet.service"
+	ownMarker   = "# Installed by crishim-node-installer"
 )
 
 // OwnUnitMarker heads the unit files the installer writes: a crishim.service without it is
@@ -346,4 +346,3 @@ func (in *Installer) logger() *slog.Logger {
 	}
 	return slog.Default()
 }
-

@@ -2,6 +2,7 @@ package sysinstall
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -139,6 +140,111 @@ func dumpInstaller(ctx context.Context, t *testing.T, ds string) {
 	t.Logf("%s's log:\n%s", ds, out)
 }
 
+// TestFleetInstallerRollsBack (first: it leaves the node as it found it): a node whose
+// kubeadm-flags.env still names containerd with --container-runtime-endpoint, which makes
+// crishim's kubelet drop-in refuse to start the kubelet. The installer's check fails, it
+// rolls back: the kubelet is back on containerd and Ready, crishim's files are gone, no
+// label, no taint, every pod kept, and the installer's pod stays unready (which would stop a
+// rolling update there).
+func TestFleetInstallerRollsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	runPod(ctx, t, "before-rollback")
+	before := podStates(ctx, t, []string{"before-rollback"})
+	const flags = "/var/lib/kubelet/kubeadm-flags.env"
+	orig, err := testNode.NodeExec(ctx, "cat", flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testNode.NodeExec(ctx, "sed", "-i", `s|^KUBELET_KUBEADM_ARGS="|&--container-runtime-endpoint=`+directEndpoint+` |`, flags); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := testNode.NodeExecStdin(context.Background(), orig, "sh", "-c", "cat > "+flags); err != nil {
+			t.Errorf("restore %s: %v", flags, err)
+		}
+	}()
+	kubectl(ctx, t, nil, "apply", "-f", filepath.Join(repo, "packaging/kubernetes/install/rbac.yaml"))
+	kubectl(ctx, t, nil, "label", "--overwrite", "node", testNode.Name, "crishim.io/install=true")
+	ds := manifest(t, "installer.yaml", firstRef)
+	kubectl(ctx, t, ds, "apply", "-f", "-")
+	defer func() {
+		_, _ = testNode.Kubectl(context.Background(), ds, "delete", "--wait=true", "-f", "-")
+	}()
+	var log string
+	err = harness.Poll(ctx, 3*time.Minute, func(ctx context.Context) error {
+		out, err := testNode.Kubectl(ctx, nil, "-n", ns, "logs", "ds/crishim-node-installer")
+		log = string(out)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(log, "the node is as it was before") {
+			return errors.New("the installer has not given up yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v; its log:\n%s", err, log)
+	}
+	if !strings.Contains(log, "(rolled back)") || !strings.Contains(log, "kubelet.service") {
+		t.Errorf("the installer's log does not tell a rolled back kubelet restart:\n%s", log)
+	}
+	t.Logf("the installer's failure: %s", grep(log, "rolled back"))
+	if err := testNode.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ep := kubeletEndpoint(ctx, t); ep != directEndpoint {
+		t.Errorf("after the rollback the kubelet talks to %s, want %s", ep, directEndpoint)
+	}
+	if l, taints := nodeMarks(ctx, t); l != "" || strings.Contains(taints, nodeinstall.TaintKey) {
+		t.Errorf("after the rollback: node label %q, taints %q", l, taints)
+	}
+	out, err := testNode.NodeExec(ctx, "sh", "-c", `
+systemctl is-active crishim.socket crishim || true
+for f in /usr/local/bin/crishim /etc/systemd/system/crishim.service /etc/systemd/system/crishim.socket /etc/systemd/system/kubelet.service.d/90-crishim.conf /etc/kubernetes/kubelet.conf.d/90-crishim.conf; do
+  test -e $f && echo left: $f
+done
+true`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(strings.Fields(string(out)), " "); got != "inactive inactive" {
+		t.Errorf("after the rollback: %q, want crishim inactive and none of the installer's files left", got)
+	}
+	// Unready: right after the kubelet's restart the kubelet may show the pod Ready (it keeps
+	// a container started before it from turning NotReady) until the probe runs again.
+	err = harness.Poll(ctx, time.Minute, func(ctx context.Context) error {
+		ready, err := podReady(ctx, "crishim-node-installer")
+		if err != nil {
+			return err
+		}
+		if ready != "False" {
+			return fmt.Errorf("the installer's pod Ready = %q, want False", ready)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	checkPodsKept(ctx, t, "rollback", before)
+}
+
+// podReady is the Ready condition of the pods of DaemonSet ds.
+func podReady(ctx context.Context, ds string) (string, error) {
+	out, err := testNode.Kubectl(ctx, nil, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name="+ds, "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}")
+	return strings.TrimSpace(string(out)), err
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // TestFleetInstaller: on a node whose pods run straight on containerd, `kubectl apply` of
 // packaging/kubernetes/install puts crishim on it and points the kubelet at it (Ready within
 // 60 s, every pod kept); a second image rolls out (crishim upgraded, the kubelet not
@@ -166,7 +272,7 @@ func TestFleetInstaller(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "--ignore-not-found", "--wait=false", "-f", filepath.Join(repo, "packaging/kubernetes/install/rbac.yaml"))
 	})
-	kubectl(ctx, t, nil, "label", "node", testNode.Name, "crishim.io/install=true")
+	kubectl(ctx, t, nil, "label", "--overwrite", "node", testNode.Name, "crishim.io/install=true")
 	start := time.Now()
 	kubectl(ctx, t, manifest(t, "installer.yaml", firstRef), "apply", "-f", "-")
 	err := harness.Poll(ctx, 60*time.Second, func(ctx context.Context) error {
@@ -239,13 +345,14 @@ func TestFleetInstaller(t *testing.T) {
 		dumpInstaller(ctx, t, "crishim-node-uninstaller")
 		t.Fatal(err)
 	}
+	// Done when it says so (its pod may look Ready early: see TestFleetInstallerRollsBack).
 	err = harness.Poll(ctx, 60*time.Second, func(ctx context.Context) error {
-		out, err := testNode.Kubectl(ctx, nil, "-n", ns, "get", "pods", "-l", "app.kubernetes.io/name=crishim-node-uninstaller", "-o", "jsonpath={.items[*].status.conditions[?(@.type=='Ready')].status}")
+		out, err := testNode.Kubectl(ctx, nil, "-n", ns, "logs", "ds/crishim-node-uninstaller")
 		if err != nil {
 			return err
 		}
-		if strings.TrimSpace(string(out)) != "True" {
-			return fmt.Errorf("uninstaller pod Ready: %q", out)
+		if !strings.Contains(string(out), "done; waiting to be stopped") {
+			return errors.New("the uninstaller is not done")
 		}
 		return nil
 	})
