@@ -73,11 +73,13 @@ test: build kube-bins runtime-bins
 	done
 
 # The tests on the systemd node (docs/testing.md#the-systemd-node; root, not part of `make
-# test`): its boot alone, then the node with crishim from its package. SYSTEMD_NODE picks the
-# node's index (default 1).
+# test`): its boot alone, then the node with crishim from its package, then the node straight
+# on containerd under the fleet installer (test/sysinstall, one after the other on the same
+# index). SYSTEMD_NODE picks the node's index (default 1).
 test-sysnode: kube-bins runtime-bins
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -run '^TestSystemdNodeBoots$$' ./test/node/
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
+	CRISHIM_INSTALLER_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysinstall/
 
 # Unit tests only (no containerd, no root).
 unit:

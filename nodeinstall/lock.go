@@ -42,6 +42,9 @@ func (l Lock) Do(ctx context.Context, work func(context.Context) error) error {
 		Name:            l.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
+				if ctx.Err() != nil {
+					return // stopped while the Lease was being taken: no work begun
+				}
 				close(started)
 				defer close(done)
 				defer cancel() // releases the Lease
