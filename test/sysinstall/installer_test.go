@@ -270,7 +270,8 @@ func TestFleetInstaller(t *testing.T) {
 	// Install.
 	kubectl(ctx, t, nil, "apply", "-f", filepath.Join(repo, "packaging/kubernetes/install/rbac.yaml"))
 	t.Cleanup(func() {
-		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "--ignore-not-found", "--wait=false", "-f", filepath.Join(repo, "packaging/kubernetes/install/rbac.yaml"))
+		// Waits: a test after this one applies it again, which a terminating namespace refuses.
+		_, _ = testNode.Kubectl(context.Background(), nil, "delete", "--ignore-not-found", "--wait=true", "--timeout=120s", "-f", filepath.Join(repo, "packaging/kubernetes/install/rbac.yaml"))
 	})
 	kubectl(ctx, t, nil, "label", "--overwrite", "node", testNode.Name, "crishim.io/install=true")
 	start := time.Now()
