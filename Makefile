@@ -66,13 +66,15 @@ OTHER_RUNTIMES ?= $(filter-out $(or $(RUNTIME),containerd),containerd crio conta
 test: build kube-bins runtime-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./...
+	@echo "== the systemd node: the shipped units under a real systemd"
+	@$(MAKE) --no-print-directory test-sysnode
 	@for rt in $(OTHER_RUNTIMES); do \
 		echo "== the runtime-sensitive tests against $$rt"; \
 		RUNTIME=$$rt $(GO) run ./test/harness/prepare || exit 1; \
 		RUNTIME=$$rt $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RUNTIME_TESTS)' ./test/e2e/ ./test/kube/ || exit 1; \
 	done
 
-# The tests on the systemd node (docs/testing.md#the-systemd-node; root, not part of `make
+# The tests on the systemd node (docs/testing.md#the-systemd-node; root; a step of `make
 # test`): its boot alone, then the node with crishim from its package, then the node straight
 # on containerd under the fleet installer (test/sysinstall, one after the other on the same
 # index). SYSTEMD_NODE picks the node's index (default 1).
