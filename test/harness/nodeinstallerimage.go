@@ -15,8 +15,9 @@ const NodeInstallerRef = "localhost/crishim/node-installer:latest"
 // offline: crishim-node-installer (the entrypoint) and its payload, /payload/bin/crishim and
 // crishimctl, /payload/systemd/crishim.service and crishim.socket (packaging/systemd, as the
 // manual installation puts them: ExecStart=/usr/local/bin/crishim) and
-// /payload/kubelet/<dir>/90-crishim.conf (packaging/kubelet). The binaries are static and
-// report version (-X main.version). It returns the OCI archive for ref.
+// /payload/kubelet/<dir>/90-crishim.conf (packaging/kubelet), and /THIRD_PARTY_NOTICES
+// (packaging/notices). The binaries are static and report version (-X main.version). It
+// returns the OCI archive for ref.
 func NodeInstallerImageArchive(ctx context.Context, root, ref, version string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "crishim-node-installer-image-")
 	if err != nil {
@@ -43,6 +44,20 @@ func NodeInstallerImageArchive(ctx context.Context, root, ref, version string) (
 		}
 		files = append(files, ImageFile{Path: c.dst, Mode: 0o755, Data: string(b)})
 	}
+	// The licence and notice files of every module the three static binaries link, as the
+	// tarballs and the package carry them for crishim and crishimctl.
+	notices := filepath.Join(dir, "THIRD_PARTY_NOTICES")
+	cmd := exec.CommandContext(ctx, "go", "run", "./packaging/notices", "--out", notices,
+		filepath.Join(dir, "crishim-node-installer"), filepath.Join(dir, "crishim"), filepath.Join(dir, "crishimctl"))
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("packaging/notices: %w\n%s", err, b)
+	}
+	b, err := os.ReadFile(notices)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, ImageFile{Path: "/THIRD_PARTY_NOTICES", Mode: 0o644, Data: string(b)})
 	for _, src := range []string{
 		"systemd/crishim.service", "systemd/crishim.socket",
 		"kubelet/kubelet.service.d/90-crishim.conf", "kubelet/kubelet.conf.d/90-crishim.conf",
