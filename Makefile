@@ -75,11 +75,13 @@ test: build kube-bins runtime-bins
 	done
 
 # The tests on the systemd node (docs/testing.md#the-systemd-node; root; a step of `make
-# test`): its boot alone, then the node with crishim from its package. SYSTEMD_NODE picks the
-# node's index (default 1).
+# test`): its boot alone, then the node with crishim from its package, then the node straight
+# on containerd under the fleet installer (test/sysinstall, one after the other on the same
+# index). SYSTEMD_NODE picks the node's index (default 1).
 test-sysnode: kube-bins runtime-bins
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -run '^TestSystemdNodeBoots$$' ./test/node/
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
+	CRISHIM_INSTALLER_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysinstall/
 
 # Unit tests only (no containerd, no root).
 unit:
@@ -161,9 +163,11 @@ bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
 # The notification controller's image, built offline: a static binary in an OCI archive,
-# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node).
+# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node); and
+# the fleet installer's (packaging/kubernetes/install), bin/crishim-node-installer.oci.tar,
+# whose crishim reports $(DEB_VERSION) or packaging/deb/version.sh's version.
 image:
-	$(GO) run ./test/harness/image
+	$(GO) run ./test/harness/image --installer-version $(or $(DEB_VERSION),$(shell packaging/deb/version.sh))
 
 # The Notification API at scale (docs/notifications.md#proven-at-scale), run by hand: the
 # bed's etcd and kube-apiserver alone (node index CRISHIM_SCALE_NODE, default 11), the
