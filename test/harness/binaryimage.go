@@ -16,35 +16,27 @@ const NotificationControllerImage = "localhost/crishim/notification-controller:l
 // (containerd: ctr images import; CRI-O: from the oci-archive transport).
 func BinaryImageArchive(ref, binaryPath string, binary []byte) ([]byte, error) {
 	name := "/" + path.Base(binaryPath)
-	layerData, err := filesLayer([]ImageFile{{Path: name, Mode: 0o755, Data: string(binary)}})
-	if err != nil {
-		return nil, err
-	}
-	layer := newBlob(layerData)
-	config, manifest, d, err := imageManifest(ref, layer,
+	return oneLayerImage(ref, []ImageFile{{Path: name, Mode: 0o755, Data: string(binary)}},
 		map[string]any{"Entrypoint": []string{name}, "WorkingDir": "/", "User": "65532:65532"},
 		"crishim test harness: "+path.Base(binaryPath))
-	if err != nil {
-		return nil, err
-	}
-	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaTypeIndex, "manifests": []descriptor{d}})
-	if err != nil {
-		return nil, fmt.Errorf("encode index: %w", err)
-	}
-	return writeLayout(index, []blob{layer, config, manifest})
 }
 
 // FilesImageArchive is an OCI image-layout tar of one image named ref whose only layer holds
 // files, run as root with entrypoint: how the test bed builds the fleet installer's image
 // offline (NodeInstallerImageArchive).
 func FilesImageArchive(ref string, files []ImageFile, entrypoint []string, createdBy string) ([]byte, error) {
+	return oneLayerImage(ref, files, map[string]any{"Entrypoint": entrypoint, "WorkingDir": "/", "User": "0:0"}, createdBy)
+}
+
+// oneLayerImage is the OCI image-layout tar of one image named ref: one layer of files and
+// the given image configuration.
+func oneLayerImage(ref string, files []ImageFile, config map[string]any, createdBy string) ([]byte, error) {
 	layerData, err := filesLayer(files)
 	if err != nil {
 		return nil, err
 	}
 	layer := newBlob(layerData)
-	config, manifest, d, err := imageManifest(ref, layer,
-		map[string]any{"Entrypoint": entrypoint, "WorkingDir": "/", "User": "0:0"}, createdBy)
+	cfg, manifest, d, err := imageManifest(ref, layer, config, createdBy)
 	if err != nil {
 		return nil, err
 	}
@@ -52,5 +44,5 @@ func FilesImageArchive(ref string, files []ImageFile, entrypoint []string, creat
 	if err != nil {
 		return nil, fmt.Errorf("encode index: %w", err)
 	}
-	return writeLayout(index, []blob{layer, config, manifest})
+	return writeLayout(index, []blob{layer, cfg, manifest})
 }

@@ -199,16 +199,7 @@ func TestFleetInstallerRollsBack(t *testing.T) {
 	if l, taints := nodeMarks(ctx, t); l != "" || strings.Contains(taints, nodeinstall.TaintKey) {
 		t.Errorf("after the rollback: node label %q, taints %q", l, taints)
 	}
-	out, err := testNode.NodeExec(ctx, "sh", "-c", `
-systemctl is-active crishim.socket crishim || true
-for f in /usr/local/bin/crishim /etc/systemd/system/crishim.service /etc/systemd/system/crishim.socket /etc/systemd/system/kubelet.service.d/90-crishim.conf /etc/kubernetes/kubelet.conf.d/90-crishim.conf; do
-  test -e $f && echo left: $f
-done
-true`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(strings.Fields(string(out)), " "); got != "inactive inactive" {
+	if got := crishimLeftovers(ctx, t, "/usr/local/bin/crishim", "/etc/systemd/system/crishim.service", "/etc/systemd/system/crishim.socket", "/etc/systemd/system/kubelet.service.d/90-crishim.conf", "/etc/kubernetes/kubelet.conf.d/90-crishim.conf"); got != "inactive inactive" {
 		t.Errorf("after the rollback: %q, want crishim inactive and none of the installer's files left", got)
 	}
 	// Unready: right after the kubelet's restart the kubelet may show the pod Ready (it keeps
@@ -364,16 +355,7 @@ func TestFleetInstaller(t *testing.T) {
 	if ep := kubeletEndpoint(ctx, t); ep != directEndpoint {
 		t.Errorf("after the uninstall the kubelet talks to %s, want %s", ep, directEndpoint)
 	}
-	out, err := testNode.NodeExec(ctx, "sh", "-c", `
-systemctl is-active crishim.socket crishim || true
-for f in /usr/local/bin/crishim /usr/local/bin/crishimctl /etc/systemd/system/crishim.service /etc/systemd/system/crishim.socket /etc/systemd/system/kubelet.service.d/90-crishim.conf /etc/kubernetes/kubelet.conf.d/90-crishim.conf /etc/systemd/system/sockets.target.wants/crishim.socket /etc/systemd/system/multi-user.target.wants/crishim.service; do
-  test -e $f && echo left: $f
-done
-true`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(strings.Fields(string(out)), " "); got != "inactive inactive" {
+	if got := crishimLeftovers(ctx, t, "/usr/local/bin/crishim", "/usr/local/bin/crishimctl", "/etc/systemd/system/crishim.service", "/etc/systemd/system/crishim.socket", "/etc/systemd/system/kubelet.service.d/90-crishim.conf", "/etc/kubernetes/kubelet.conf.d/90-crishim.conf", "/etc/systemd/system/sockets.target.wants/crishim.socket", "/etc/systemd/system/multi-user.target.wants/crishim.service"); got != "inactive inactive" {
 		t.Errorf("after the uninstall: %q, want crishim.socket and crishim inactive and none of their files left", got)
 	}
 	checkPodsKept(ctx, t, "uninstall", before)
@@ -403,4 +385,17 @@ spec:
 		out, _ := testNode.Kubectl(ctx, nil, "describe", "pod", name)
 		t.Fatalf("%v\n%s", err, out)
 	}
+}
+
+// crishimLeftovers is what the node still has of crishim: whether crishim.socket and
+// crishim are active, then "left: PATH" for each of files that exists.
+func crishimLeftovers(ctx context.Context, t *testing.T, files ...string) string {
+	t.Helper()
+	script := `systemctl is-active crishim.socket crishim || true
+for f in "$@"; do test -e "$f" && echo left: "$f"; done; true`
+	out, err := testNode.NodeExec(ctx, append([]string{"sh", "-c", script, "sh"}, files...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(out)), " ")
 }
