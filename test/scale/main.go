@@ -60,6 +60,14 @@ type config struct {
 	timeout time.Duration
 	index   int
 	keep    bool
+	// startParallel bounds the nodes whose watch is being established at once: a fleet's
+	// crishims are watching long before a Notification is created, not all starting in
+	// one second.
+	startParallel int
+	pprof         string // directory for the apiserver's CPU profiles, "" for none
+	// The aggregator's client rate, as cmd/crishim-notification-controller's defaults.
+	aggQPS   float64
+	aggBurst int
 }
 
 func parse() (config, error) {
@@ -72,6 +80,10 @@ func parse() (config, error) {
 	flag.Float64Var(&c.inject, "inject-504", 0, "fraction of node status writes that are stored but answered 504")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keep, "keep", false, "leave etcd and the apiserver running")
+	flag.IntVar(&c.startParallel, "start-parallel", 50, "nodes establishing their watch at once before the Notification is created")
+	flag.Float64Var(&c.aggQPS, "aggregator-qps", 50, "the aggregator's client-side request rate (crishim-notification-controller --kube-api-qps)")
+	flag.IntVar(&c.aggBurst, "aggregator-burst", 100, "the aggregator's client-side burst (crishim-notification-controller --kube-api-burst)")
+	flag.StringVar(&c.pprof, "pprof", "", "write the apiserver's CPU profiles (watch start, run) into this directory")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -102,7 +114,11 @@ func run() error {
 		return err
 	}
 	fmt.Printf("scale: starting etcd and kube-apiserver (node index %d)\n", cfg.index)
-	cp, err := node.StartControlPlane(ctx, node.Options{Index: cfg.index, Log: log}, filepath.Join(manifests, "v1alpha2"))
+	opts := node.Options{Index: cfg.index, Log: log}
+	if cfg.pprof != "" {
+		opts.APIServerArgs = []string{"--profiling=true"}
+	}
+	cp, err := node.StartControlPlane(ctx, opts, filepath.Join(manifests, "v1alpha2"))
 	if err != nil {
 		return err
 	}
@@ -122,10 +138,9 @@ func run() error {
 	if err := ensureDefaultServiceAccount(ctx, kube); err != nil {
 		return err
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("scale: machine load %s", load)
-	fmt.Printf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-5s %-7s %-5s %s\n",
-		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "504s", "refused", "409s", "result")
+	fmt.Printf("scale: machine load %s", loadavg())
+	header := fmt.Sprintf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-8s %-5s %-7s %-5s %s",
+		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "simCPU", "504s", "refused", "409s", "result")
 	var rows []row
 	for i, n := range cfg.nodes {
 		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
@@ -133,9 +148,19 @@ func run() error {
 			return fmt.Errorf("run with %d nodes: %w", n, err)
 		}
 		rows = append(rows, r)
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+		fmt.Println(header)
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
 			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.timeouts, r.refused, r.conflicts, r.result)
+			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
+		fmt.Printf("scale: N=%d: %s; before the Notification, %d nodes' watches established in %.1f s (apiserver CPU %.1f s); load %s",
+			r.nodes, r.codes, r.nodes-min(cfg.late, r.nodes), r.startSeconds, r.startAPICPU, loadavg())
+	}
+	fmt.Println()
+	fmt.Println(header)
+	for _, r := range rows {
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
+			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
 	}
 	if len(rows) > 1 {
 		a, b := rows[0], rows[len(rows)-1]
@@ -155,6 +180,11 @@ func run() error {
 	return nil
 }
 
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return string(b)
+}
+
 type row struct {
 	nodes             int
 	seconds           float64
@@ -164,6 +194,10 @@ type row struct {
 	timeouts, refused int64
 	conflicts         int64
 	result            string
+	selfCPU           float64 // the harness process: the simulated nodes and the aggregator
+	codes             string  // the nodes' answers other than 2xx, by method and code
+	// Establishing the nodes' watches, before the Notification is created.
+	startSeconds, startAPICPU, startSelfCPU float64
 }
 
 func waitCRDs(ctx context.Context, dyn dynamic.Interface) error {
@@ -194,6 +228,12 @@ func restConfig(kubeconfig string, st *stats) (*rest.Config, error) {
 
 func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Interface, dyn dynamic.Interface, n, round int) (row, error) {
 	app := fmt.Sprintf("scale-%d", round)
+	if cfg.aggQPS == 0 {
+		cfg.aggQPS, cfg.aggBurst = 50, 100 // the Deployment's defaults
+	}
+	if cfg.startParallel == 0 {
+		cfg.startParallel = 50
+	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("sim-%d-%05d", round, i)
@@ -239,18 +279,46 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Run(runCtx) }()
 	}
-	late := min(cfg.late, n)
-	for _, c := range nodes[late:] {
-		start(c)
+	// The aggregator runs before the nodes, as in a cluster where it has been up all along,
+	// with the client rate of the shipped Deployment (--kube-api-qps, --kube-api-burst).
+	aggConfig, err := restConfig(cp.Kubeconfig, nil)
+	if err != nil {
+		return row{}, err
 	}
-	agg := aggregator.New(aggregator.Options{Kube: kube, Dynamic: dyn, Log: slog.New(slog.DiscardHandler)})
+	aggConfig.QPS, aggConfig.Burst = float32(cfg.aggQPS), cfg.aggBurst
+	agg := aggregator.New(aggregator.Options{Kube: kubernetes.NewForConfigOrDie(aggConfig), Dynamic: dynamic.NewForConfigOrDie(aggConfig), Log: slog.New(slog.DiscardHandler)})
 	wg.Add(1)
 	go func() { defer wg.Done(); agg.Run(runCtx) }()
 
+	// The nodes establish their watches first, startParallel at a time, and the Notification
+	// is created once every one is watching: a fleet's crishims are running long before a
+	// Notification is created. This phase is measured and printed on its own.
+	late := min(cfg.late, n)
+	cpuStart, selfStart := cpu(cp), selfCPU()
+	begun := time.Now()
+	var profWG sync.WaitGroup
+	if cfg.pprof != "" {
+		profWG.Add(1)
+		go func() { defer profWG.Done(); profile(ctx, kube, cfg.pprof, fmt.Sprintf("start-%d", n), 20*time.Second) }()
+	}
+	if err := startPaced(runCtx, nodes[late:], cfg.startParallel, start); err != nil {
+		return row{}, err
+	}
+	cpuWatching := cpu(cp)
+	r0 := row{startSeconds: time.Since(begun).Seconds(), startAPICPU: cpuWatching[0] - cpuStart[0], startSelfCPU: selfCPU() - selfStart}
+	fmt.Printf("scale: N=%d: %d nodes watching after %.1f s (apiserver CPU %.1f s, harness CPU %.1f s); %s\n",
+		n, n-late, r0.startSeconds, r0.startAPICPU, r0.startSelfCPU, st.codes())
+	profWG.Wait()
+
 	time.Sleep(1100 * time.Millisecond) // the Notification must be created in a later second than the pods
-	cpuBefore := cpu(cp)
+	cpuBefore, selfBefore := cpu(cp), selfCPU()
 	st.reset()
 	created := time.Now()
+	if cfg.pprof != "" {
+		profWG.Add(1)
+		go func() { defer profWG.Done(); profile(ctx, kube, cfg.pprof, fmt.Sprintf("run-%d", n), 30*time.Second) }()
+		defer profWG.Wait()
+	}
 	nObj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha2.SchemeGroupVersion.String(), "kind": v1alpha2.Kind,
 		"metadata": map[string]any{"name": app, "namespace": "default"},
@@ -268,6 +336,7 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	}
 	var final *v1alpha2.Notification
 	deadline := created.Add(cfg.timeout)
+	nextProgress := created.Add(15 * time.Second)
 	for {
 		u, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
@@ -282,7 +351,12 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 			break
 		}
 		if time.Now().After(deadline) {
-			return row{}, fmt.Errorf("not complete after %s: %+v", cfg.timeout, got.Status)
+			return row{}, fmt.Errorf("not complete after %s: %+v; %s", cfg.timeout, got.Status, st.codes())
+		}
+		if time.Now().After(nextProgress) {
+			nextProgress = nextProgress.Add(15 * time.Second)
+			fmt.Printf("scale: N=%d: after %.0f s: selected %d started %d succeeded %d failed %d; %d writes, %d watch events; %s\n", n, time.Since(created).Seconds(),
+				got.Status.Selected, got.Status.Started, got.Status.Succeeded, got.Status.Failed, st.writes.Load(), st.events.Load(), st.codes())
 		}
 		time.Sleep(200 * time.Millisecond) // polling as kubectl wait would
 	}
@@ -290,8 +364,9 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	// The last writes' watch events reach the nodes after the status is complete.
 	time.Sleep(2 * time.Second)
 	cpuAfter := cpu(cp)
-	r := row{nodes: n, seconds: took, writes: st.writes.Load(), events: st.events.Load(), timeouts: st.timeouts.Load(), refused: st.refused.Load(),
-		apiCPU: cpuAfter[0] - cpuBefore[0], etcdCPU: cpuAfter[1] - cpuBefore[1]}
+	r := r0
+	r.nodes, r.seconds, r.writes, r.events, r.timeouts, r.refused = n, took, st.writes.Load(), st.events.Load(), st.timeouts.Load(), st.refused.Load()
+	r.apiCPU, r.etcdCPU, r.selfCPU, r.codes = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], selfCPU()-selfBefore, st.codes()
 	sc := final.Status
 	r.conflicts = st.conflict.Load()
 	r.result = fmt.Sprintf("selected %d started %d succeeded %d failed %d (shown %d, +%d)", sc.Selected, sc.Started, sc.Succeeded, sc.Failed, len(sc.Failures), sc.FailuresNotShown)
