@@ -68,6 +68,7 @@ type config struct {
 	// The aggregator's client rate, as cmd/crishim-notification-controller's defaults.
 	aggQPS   float64
 	aggBurst int
+	window   int // the aggregator's FanOutWindow, 0 for its default
 }
 
 func parse() (config, error) {
@@ -83,6 +84,7 @@ func parse() (config, error) {
 	flag.IntVar(&c.startParallel, "start-parallel", 50, "nodes establishing their watch at once before the Notification is created")
 	flag.Float64Var(&c.aggQPS, "aggregator-qps", 50, "the aggregator's client-side request rate (crishim-notification-controller --kube-api-qps)")
 	flag.IntVar(&c.aggBurst, "aggregator-burst", 100, "the aggregator's client-side burst (crishim-notification-controller --kube-api-burst)")
+	flag.IntVar(&c.window, "fan-out-window", 0, "the aggregator's shares created and not yet started at a time (0: its default)")
 	flag.StringVar(&c.pprof, "pprof", "", "write the apiserver's CPU profiles (watch start, run) into this directory")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {
@@ -286,7 +288,8 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 		return row{}, err
 	}
 	aggConfig.QPS, aggConfig.Burst = float32(cfg.aggQPS), cfg.aggBurst
-	agg := aggregator.New(aggregator.Options{Kube: kubernetes.NewForConfigOrDie(aggConfig), Dynamic: dynamic.NewForConfigOrDie(aggConfig), Log: slog.New(slog.DiscardHandler)})
+	agg := aggregator.New(aggregator.Options{Kube: kubernetes.NewForConfigOrDie(aggConfig), Dynamic: dynamic.NewForConfigOrDie(aggConfig),
+		FanOutWindow: cfg.window, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	wg.Add(1)
 	go func() { defer wg.Done(); agg.Run(runCtx) }()
 
