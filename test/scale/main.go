@@ -51,7 +51,7 @@ func main() {
 }
 
 type config struct {
-	nodes   []int
+	runs    []runSize // one after the other
 	pods    int
 	fail    int // pods whose notifier fails
 	late    int // nodes whose crishim starts late
@@ -73,7 +73,7 @@ type config struct {
 
 func parse() (config, error) {
 	c := config{index: 11}
-	nodes := flag.String("nodes", "100,1000", "comma-separated numbers of simulated nodes, one run each")
+	nodes := flag.String("nodes", "100,1000", "comma-separated runs, each N (simulated nodes, --pods each) or NxP (N nodes, P pods each)")
 	flag.IntVar(&c.pods, "pods", 1, "selected pods per node")
 	flag.IntVar(&c.fail, "fail", 0, "pods (of each run) whose notifier fails")
 	flag.IntVar(&c.late, "late", 0, "nodes (of each run) whose crishim starts --late-by after the Notification")
@@ -88,11 +88,16 @@ func parse() (config, error) {
 	flag.StringVar(&c.pprof, "pprof", "", "write the apiserver's CPU profiles (watch start, run) into this directory")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("--nodes %q: want positive numbers", *nodes)
+		ns, ps, hasPods := strings.Cut(strings.TrimSpace(s), "x")
+		n, err := strconv.Atoi(ns)
+		p := c.pods
+		if err == nil && hasPods {
+			p, err = strconv.Atoi(ps)
 		}
-		c.nodes = append(c.nodes, n)
+		if err != nil || n < 1 || p < 1 {
+			return c, fmt.Errorf("--nodes %q: want N or NxP, positive numbers", *nodes)
+		}
+		c.runs = append(c.runs, runSize{nodes: n, pods: p})
 	}
 	if v := os.Getenv("CRISHIM_SCALE_NODE"); v != "" {
 		i, err := strconv.Atoi(v)
@@ -144,28 +149,44 @@ func run() error {
 	header := fmt.Sprintf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-8s %-5s %-7s %-5s %s",
 		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "simCPU", "504s", "refused", "409s", "result")
 	var rows []row
-	for i, n := range cfg.nodes {
-		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
+	printRow := func(r row) {
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+			r.nodes, r.nodes*r.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
+			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
+	}
+	var failed error
+	for i, rn := range cfg.runs {
+		c := cfg
+		c.pods = rn.pods
+		r, err := runOnce(ctx, c, cp, kube, dyn, rn.nodes, i)
 		if err != nil {
-			return fmt.Errorf("run with %d nodes: %w", n, err)
+			failed = fmt.Errorf("run with %d nodes × %d pods: %w", rn.nodes, rn.pods, err)
+			fmt.Println("scale:", failed)
+			break
 		}
+		r.pods = rn.pods
 		rows = append(rows, r)
 		fmt.Println(header)
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
-			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
+		printRow(r)
 		fmt.Printf("scale: N=%d: %s; before the Notification, %d nodes' watches established in %.1f s (apiserver CPU %.1f s); load %s",
 			r.nodes, r.codes, r.nodes-min(cfg.late, r.nodes), r.startSeconds, r.startAPICPU, loadavg())
+	}
+	if len(rows) == 0 {
+		return failed
 	}
 	fmt.Println()
 	fmt.Println(header)
 	for _, r := range rows {
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
-			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
+		printRow(r)
 	}
-	if len(rows) > 1 {
-		a, b := rows[0], rows[len(rows)-1]
+	// Growth against N: from the first run to the largest with as many pods per node.
+	a, b := rows[0], rows[0]
+	for _, r := range rows {
+		if r.pods == a.pods && r.nodes > b.nodes {
+			b = r
+		}
+	}
+	if b.nodes > a.nodes {
 		exp := func(x, y float64) string {
 			if x <= 0 || y <= 0 {
 				return "n/a"
@@ -176,7 +197,15 @@ func run() error {
 			a.nodes, b.nodes, exp(a.seconds, b.seconds), exp(float64(a.maxObject), float64(b.maxObject)), exp(float64(a.writes), float64(b.writes)),
 			exp(float64(a.events), float64(b.events)), exp(a.apiCPU, b.apiCPU), exp(a.etcdCPU, b.etcdCPU))
 	}
-	last := rows[len(rows)-1]
+	last := rows[0]
+	for _, r := range rows {
+		if r.nodes > last.nodes {
+			last = r
+		}
+	}
+	if failed != nil {
+		return failed
+	}
 	fmt.Printf("scale: N=%d completed in %.1f s, largest object %d B, watch events per node %.2f\n",
 		last.nodes, last.seconds, last.maxObject, float64(last.events)/float64(last.nodes))
 	return nil
@@ -187,8 +216,10 @@ func loadavg() string {
 	return string(b)
 }
 
+type runSize struct{ nodes, pods int }
+
 type row struct {
-	nodes             int
+	nodes, pods       int
 	seconds           float64
 	maxObject         int
 	writes, events    int64
@@ -315,12 +346,15 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 
 	time.Sleep(1100 * time.Millisecond) // the Notification must be created in a later second than the pods
 	cpuBefore, selfBefore := cpu(cp), selfCPU()
+	termBefore, rejBefore := apiserverCounters(ctx, kube)
 	st.reset()
 	created := time.Now()
 	if cfg.pprof != "" {
 		profWG.Add(1)
 		go func() { defer profWG.Done(); profile(ctx, kube, cfg.pprof, fmt.Sprintf("run-%d", n), 30*time.Second) }()
 		defer profWG.Wait()
+		snap := time.AfterFunc(20*time.Second, func() { goroutines(ctx, kube, cfg.pprof, fmt.Sprintf("goroutines-%d", n)) })
+		defer snap.Stop()
 	}
 	nObj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha2.SchemeGroupVersion.String(), "kind": v1alpha2.Kind,
@@ -358,8 +392,9 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 		}
 		if time.Now().After(nextProgress) {
 			nextProgress = nextProgress.Add(15 * time.Second)
-			fmt.Printf("scale: N=%d: after %.0f s: selected %d started %d succeeded %d failed %d; %d writes, %d watch events; %s\n", n, time.Since(created).Seconds(),
-				got.Status.Selected, got.Status.Started, got.Status.Succeeded, got.Status.Failed, st.writes.Load(), st.events.Load(), st.codes())
+			term, rej := apiserverCounters(ctx, kube)
+			fmt.Printf("scale: N=%d: after %.0f s: selected %d started %d succeeded %d failed %d; %d writes, %d watch events; %s; %.0f watchers closed, %.0f APF refusals\n", n, time.Since(created).Seconds(),
+				got.Status.Selected, got.Status.Started, got.Status.Succeeded, got.Status.Failed, st.writes.Load(), st.events.Load(), st.codes(), term-termBefore, rej-rejBefore)
 		}
 		time.Sleep(200 * time.Millisecond) // polling as kubectl wait would
 	}
@@ -370,6 +405,8 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	r := r0
 	r.nodes, r.seconds, r.writes, r.events, r.timeouts, r.refused = n, took, st.writes.Load(), st.events.Load(), st.timeouts.Load(), st.refused.Load()
 	r.apiCPU, r.etcdCPU, r.selfCPU, r.codes = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], selfCPU()-selfBefore, st.codes()
+	termAfter, rejAfter := apiserverCounters(ctx, kube)
+	r.codes += fmt.Sprintf("; apiserver: %.0f watchers closed for falling behind, %.0f requests refused by APF", termAfter-termBefore, rejAfter-rejBefore)
 	sc := final.Status
 	r.conflicts = st.conflict.Load()
 	r.result = fmt.Sprintf("selected %d started %d succeeded %d failed %d (shown %d, +%d)", sc.Selected, sc.Started, sc.Succeeded, sc.Failed, len(sc.Failures), sc.FailuresNotShown)

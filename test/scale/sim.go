@@ -243,6 +243,18 @@ func profile(ctx context.Context, kube kubernetes.Interface, dir, name string, d
 	}
 }
 
+// goroutines writes the apiserver's goroutines, grouped by stack, to dir/name.txt: where
+// the watch cache's watchers wait (for an event, or on a client that does not read).
+func goroutines(ctx context.Context, kube kubernetes.Interface, dir, name string) {
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/goroutine").Param("debug", "1").DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".txt"), b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scale: goroutines %s: %v\n", name, err)
+	}
+}
+
 // selfCPU is this process's CPU seconds so far: the simulated nodes and the aggregator.
 func selfCPU() float64 {
 	var ru syscall.Rusage
@@ -270,4 +282,31 @@ func (s *stats) codes() string {
 		fmt.Fprintf(&b, " %s×%d", k, s.byCode[k])
 	}
 	return b.String()
+}
+
+// apiserverCounters reads from the apiserver's /metrics the watchers it closed for falling
+// behind (apiserver_terminated_watchers_total) and the requests APF refused
+// (apiserver_flowcontrol_rejected_requests_total), summed over their labels.
+func apiserverCounters(ctx context.Context, kube kubernetes.Interface) (terminated, rejected float64) {
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return -1, -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[0], "apiserver_terminated_watchers_total{"):
+			terminated += v
+		case strings.HasPrefix(f[0], "apiserver_flowcontrol_rejected_requests_total{"):
+			rejected += v
+		}
+	}
+	return terminated, rejected
 }
