@@ -309,23 +309,32 @@ func (c *Controller) fanOut(ctx context.Context, n *v1alpha2.Notification, now t
 		c.fanning[n.UID] = fs
 		c.mu.Unlock()
 	}
-	cached, err := c.children(n)
+	// What exists, read from the cache without decoding each share: this runs once per
+	// window, and a decode of every share each time would grow with the square of N.
+	objs, err := c.shares.GetIndexer().ByIndex(byParent, string(n.UID))
 	if err != nil {
 		return 0, err
 	}
-	have := map[string]*v1alpha2.NodeNotification{}
-	for _, nn := range cached {
-		have[nn.Name] = nn
+	type view struct {
+		phase   string
+		created time.Time
+	}
+	have := make(map[string]view, len(objs)+len(fs.created))
+	for _, o := range objs {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			have[u.GetName()] = view{phase, u.GetCreationTimestamp().Time}
+		}
 	}
 	for name, nn := range fs.created {
 		if _, ok := have[name]; !ok {
-			have[name] = nn // made just now, not in the cache yet
+			have[name] = view{nn.Status.Phase, nn.CreationTimestamp.Time} // made just now, not in the cache yet
 		}
 	}
 	// In the window: shares not started, until they stall. again: when the first stalls.
 	waiting, again := 0, c.o.FanOutStall
-	for _, nn := range have {
-		if left := nn.CreationTimestamp.Add(c.o.FanOutStall).Sub(now); nn.Status.Phase == "" && left > 0 {
+	for _, v := range have {
+		if left := v.created.Add(c.o.FanOutStall).Sub(now); v.phase == "" && left > 0 {
 			waiting++
 			again = min(again, left)
 		}
@@ -363,7 +372,7 @@ func (c *Controller) fanOut(ctx context.Context, n *v1alpha2.Notification, now t
 					return err
 				}
 				mu.Lock()
-				fs.created[nn.Name], have[nn.Name] = nn, nn
+				fs.created[nn.Name], have[nn.Name] = nn, view{nn.Status.Phase, nn.CreationTimestamp.Time}
 				mu.Unlock()
 				return nil
 			})
@@ -377,9 +386,15 @@ func (c *Controller) fanOut(ctx context.Context, n *v1alpha2.Notification, now t
 		// the stall time frees the places of the nodes that do not start.
 		return again, nil
 	}
-	children := make([]*v1alpha2.NodeNotification, 0, len(have))
-	for _, nn := range have {
-		children = append(children, nn)
+	children, err := c.children(n)
+	if err != nil {
+		return 0, err
+	}
+	for _, nn := range children {
+		delete(fs.created, nn.Name)
+	}
+	for _, nn := range fs.created {
+		children = append(children, nn) // made just now, not in the cache yet
 	}
 	st := summarize(n, children, now)
 	st.WithoutNotifier = fs.sel.withoutNotifier
