@@ -146,13 +146,13 @@ func run() error {
 		return err
 	}
 	fmt.Printf("scale: machine load %s", loadavg())
-	header := fmt.Sprintf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-8s %-5s %-7s %-5s %s",
-		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "simCPU", "504s", "refused", "409s", "result")
+	header := fmt.Sprintf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-8s %-8s %-5s %-7s %-5s %s",
+		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "bm/node", "apiCPU", "etcdCPU", "simCPU", "504s", "refused", "409s", "result")
 	var rows []row
 	printRow := func(r row) {
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
 			r.nodes, r.nodes*r.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
+			float64(r.events)/float64(r.nodes), float64(r.marks)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
 	}
 	var failed error
 	for i, rn := range cfg.runs {
@@ -206,6 +206,8 @@ func run() error {
 	if failed != nil {
 		return failed
 	}
+	fmt.Printf("scale: N=%d: besides its watch events, each node's watch carried %.2f bookmarks (one a minute per watch, Notification or not)\n",
+		last.nodes, float64(last.marks)/float64(last.nodes))
 	fmt.Printf("scale: N=%d completed in %.1f s, largest object %d B, watch events per node %.2f\n",
 		last.nodes, last.seconds, last.maxObject, float64(last.events)/float64(last.nodes))
 	return nil
@@ -222,7 +224,8 @@ type row struct {
 	nodes, pods       int
 	seconds           float64
 	maxObject         int
-	writes, events    int64
+	writes, events    int64 // events: ADDED, MODIFIED, DELETED
+	marks             int64 // bookmarks
 	apiCPU, etcdCPU   float64
 	timeouts, refused int64
 	conflicts         int64
@@ -403,7 +406,9 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	time.Sleep(2 * time.Second)
 	cpuAfter := cpu(cp)
 	r := r0
-	r.nodes, r.seconds, r.writes, r.events, r.timeouts, r.refused = n, took, st.writes.Load(), st.events.Load(), st.timeouts.Load(), st.refused.Load()
+	r.nodes, r.seconds, r.writes, r.timeouts, r.refused = n, took, st.writes.Load(), st.timeouts.Load(), st.refused.Load()
+	r.marks = st.marks.Load()
+	r.events = st.events.Load() - r.marks
 	r.apiCPU, r.etcdCPU, r.selfCPU, r.codes = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], selfCPU()-selfBefore, st.codes()
 	termAfter, rejAfter := apiserverCounters(ctx, kube)
 	r.codes += fmt.Sprintf("; apiserver: %.0f watchers closed for falling behind, %.0f requests refused by APF", termAfter-termBefore, rejAfter-rejBefore)
