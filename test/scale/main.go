@@ -4,7 +4,9 @@
 // process, and N simulated nodes, each crishim's real node-side code (notification/node)
 // with its own client certificate system:node:<name>, its own connection and watch, a fake
 // CRI pod list and a notifier that succeeds after 5 ms. For each N it creates N×pods pods
-// bound to the nodes, one Notification selecting them all, and prints: time from create to
+// bound to the nodes, starts the nodes (--start-parallel at a time) and waits until every
+// one is watching, as a fleet is long before a Notification, then creates one Notification
+// selecting them all, and prints: time from create to
 // Succeeded, the largest object, writes and watch events (total and per node), apiserver
 // and etcd CPU seconds, 504s and refused writes; then each cost's growth exponent against N,
 // and last the line
