@@ -66,18 +66,22 @@ OTHER_RUNTIMES ?= $(filter-out $(or $(RUNTIME),containerd),containerd crio conta
 test: build kube-bins runtime-bins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./...
+	@echo "== the systemd node: the shipped units under a real systemd"
+	@$(MAKE) --no-print-directory test-sysnode
 	@for rt in $(OTHER_RUNTIMES); do \
 		echo "== the runtime-sensitive tests against $$rt"; \
 		RUNTIME=$$rt $(GO) run ./test/harness/prepare || exit 1; \
 		RUNTIME=$$rt $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(RUNTIME_TESTS)' ./test/e2e/ ./test/kube/ || exit 1; \
 	done
 
-# The tests on the systemd node (docs/testing.md#the-systemd-node; root, not part of `make
-# test`): its boot alone, then the node with crishim from its package. SYSTEMD_NODE picks the
-# node's index (default 1).
+# The tests on the systemd node (docs/testing.md#the-systemd-node; root; a step of `make
+# test`): its boot alone, then the node with crishim from its package, then the node straight
+# on containerd under the fleet installer (test/sysinstall, one after the other on the same
+# index). SYSTEMD_NODE picks the node's index (default 1).
 test-sysnode: kube-bins runtime-bins
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -run '^TestSystemdNodeBoots$$' ./test/node/
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
+	CRISHIM_INSTALLER_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysinstall/
 
 # Unit tests only (no containerd, no root).
 unit:
@@ -100,8 +104,9 @@ e2e: build runtime-bins
 # Kubernetes binaries are cached, or always with KUBE=1 (which builds them).
 # KEEP=1 leaves containerd and crishim running; `make demo-clean` removes them.
 # DEMO_DIR=dir puts crishim's socket and log there (default: the runtime's slot directory).
+# KUBE_NODE=n runs the kubectl chapter on node index n instead of make node's (0).
 demo: build
-	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR))
+	$(GO) run ./test/demo --crishim bin/crishim --crishimctl bin/crishimctl $(if $(KEEP),--keep) $(if $(KUBE),--kube) $(if $(DEMO_DIR),--dir $(DEMO_DIR)) $(if $(KUBE_NODE),--kube-node $(KUBE_NODE))
 
 demo-clean:
 	$(GO) run ./test/demo --clean
@@ -158,9 +163,11 @@ bench-node: build kube-bins runtime-bins
 	$(GO) run ./test/benchnode --crishim bin/crishim $(BENCH_NODE_FLAGS)
 
 # The notification controller's image, built offline: a static binary in an OCI archive,
-# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node).
+# bin/crishim-notification-controller.oci.tar (ctr -n k8s.io images import it on a node); and
+# the fleet installer's (packaging/kubernetes/install), bin/crishim-node-installer.oci.tar,
+# whose crishim reports $(DEB_VERSION) or packaging/deb/version.sh's version.
 image:
-	$(GO) run ./test/harness/image
+	$(GO) run ./test/harness/image --installer-version $(or $(DEB_VERSION),$(shell packaging/deb/version.sh))
 
 # The Notification API at scale (docs/notifications.md#proven-at-scale), run by hand: the
 # bed's etcd and kube-apiserver alone (node index CRISHIM_SCALE_NODE, default 11), the
@@ -193,10 +200,11 @@ generate:
 		--go-grpc_out=paths=source_relative:shim/crishimv1 \
 		shim/crishimv1/crishim.proto
 
-# Regenerate the Notification API's deepcopy code and CRD manifest from the Go types.
+# Regenerate the Notification API's deepcopy code and CRD manifests (crishim.io/v1alpha2:
+# Notification, NodeNotification) from the Go types.
 generate-crd:
 	@test -x $(TOOLS)/controller-gen || GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	$(TOOLS)/controller-gen object paths=./notification/v1alpha1/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
+	$(TOOLS)/controller-gen object paths=./notification/v1alpha2/... crd:crdVersions=v1 output:crd:dir=packaging/kubernetes
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -5,14 +5,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Notifications counts the work of the Notification API controller. Label values come from
+// Notifications counts a node's work for the Notification API (notification/node). Label values come from
 // fixed sets (result, operation); Notification and pod names are never labels. A nil
 // *Notifications counts nothing.
 type Notifications struct {
 	runs      *prometheus.CounterVec
 	watchUp   prometheus.Gauge
 	apiErrors *prometheus.CounterVec
-	deleted   prometheus.Counter
 }
 
 // NewNotifications creates the collectors on reg.
@@ -21,20 +20,16 @@ func NewNotifications(reg prometheus.Registerer) *Notifications {
 	return &Notifications{
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifications_runs_total",
-			Help: "Pods in which this node ran a Notification's notifier, by result (succeeded, failed, interrupted).",
+			Help: "Pods in which this node ran a Notification's notifier, by result (succeeded, failed).",
 		}, []string{"result"}),
 		watchUp: f.NewGauge(prometheus.GaugeOpts{
 			Name: "crishim_notifications_watch_up",
-			Help: "1 while the watch of Notifications is established, 0 while the apiserver cannot be reached.",
+			Help: "1 while the watch of this node's NodeNotifications is established, 0 while the apiserver cannot be reached.",
 		}),
 		apiErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "crishim_notifications_apiserver_errors_total",
-			Help: "Failed apiserver requests of the Notification controller, by operation (watch, get, apply, delete, event).",
+			Help: "Failed apiserver requests of this node's Notification work, by operation (watch, get, update).",
 		}, []string{"op"}),
-		deleted: f.NewCounter(prometheus.CounterOpts{
-			Name: "crishim_notifications_expired_deleted_total",
-			Help: "Completed Notifications this node deleted after their expirationSeconds.",
-		}),
 	}
 }
 
@@ -61,12 +56,5 @@ func (n *Notifications) WatchUp(up bool) {
 func (n *Notifications) APIError(op string) {
 	if n != nil {
 		n.apiErrors.WithLabelValues(op).Inc()
-	}
-}
-
-// Deleted counts a Notification deleted after expiry.
-func (n *Notifications) Deleted() {
-	if n != nil {
-		n.deleted.Inc()
 	}
 }

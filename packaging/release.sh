@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writes the release artifacts of the version in the file VERSION into DIST (`make release
 # DIST=dir`; docs/releasing.md): for linux/amd64 and linux/arm64 a tarball of the static
-# binaries with LICENSE, README.md, CHANGELOG.md and the systemd units, and the Debian
+# binaries with LICENSE, THIRD_PARTY_NOTICES (packaging/notices), README.md, CHANGELOG.md and the systemd units, and the Debian
 # package (packaging/deb/build.sh); the Kubernetes manifests of packaging/kubernetes as one
 # YAML file; and SHA256SUMS over them. Reproducible: the same commit gives the same bytes
 # (test/packaging's TestRelease builds it twice and compares).
@@ -47,11 +47,13 @@ for arch in $RELEASE_ARCHES; do
 	cp "$deb" "$DIST/"
 	name=crishim-$VERSION-linux-$arch
 	"$WORK/tarball" --out "$DIST/$name.tar.gz" --dir "$name" --mtime "$SOURCE_DATE_EPOCH" \
-		"$stage/crishim" "$stage/crishimctl" LICENSE README.md CHANGELOG.md packaging/systemd/*
+		"$stage/crishim" "$stage/crishimctl" LICENSE "$stage/THIRD_PARTY_NOTICES" README.md CHANGELOG.md \
+		packaging/systemd/*
 	ARTIFACTS="$ARTIFACTS $name.tar.gz $(basename "$deb")"
 done
 
-# The cluster's side (the Notification CRD, RBAC): one file for `kubectl apply -f`.
+# The cluster's side (the CRDs, RBAC and admission policy, the notification controller's
+# Deployment): one file for `kubectl apply -f`.
 manifests=crishim-$VERSION-kubernetes.yaml
 for f in packaging/kubernetes/*.yaml; do
 	printf -- '---\n# Source: %s\n' "$f"

@@ -304,8 +304,10 @@ func (s *Server) Ready(context.Context) error {
 }
 
 // Shutdown stops accepting, lets open streams run until ctx is done, then
-// cuts what is left, both sides. http.Server.Shutdown alone would not do:
-// it forgets hijacked connections, which is every stream.
+// ends what is left: an exec or attach whose client can be told is told
+// why (endAtShutdown), within tellWait, and the rest is cut, both sides.
+// http.Server.Shutdown alone would not do: it forgets hijacked
+// connections, which is every stream.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -322,13 +324,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Lock()
 		n := len(s.live)
 		for sess := range s.live {
-			sess.shutdownCut.Store(true)
-			sess.cut()
+			sess.endAtShutdown()
 		}
 		s.mu.Unlock()
 		s.log.Info("streaming server: cutting streams still open at the shutdown timeout", "count", n)
 		err = errors.Join(err, s.http.Close())
-		<-done
+		t := time.NewTimer(tellWait)
+		select {
+		case <-done:
+		case <-t.C:
+			s.mu.Lock()
+			for sess := range s.live {
+				sess.cut()
+			}
+			s.mu.Unlock()
+			<-done
+		}
+		t.Stop()
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("streaming server shutdown: %w", err)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -321,12 +322,34 @@ type session struct {
 	// crishim reads from its own SPDY client rather than from a tap.
 	exited atomic.Pointer[int32]
 
-	mu    sync.Mutex
-	conns []net.Conn
-	isCut bool
+	// translated: crishim serves the client's WebSocket itself (exec,
+	// attach) and is the runtime's SPDY client.
+	translated bool
+
+	mu sync.Mutex
+	// clientConns and runtimeConns are the session's connections, closed
+	// by a cut; runtimeConns alone by a cut of the runtime's side.
+	clientConns, runtimeConns []net.Conn
+	isCut                     bool
+	runtimeCut                bool
 	// shutdownCut: crishim's shutdown ended the session at its timeout,
 	// not the command or the client; the ended event says so.
 	shutdownCut atomic.Bool
+	// tappedToClient: the runtime's bytes go to the client through the
+	// tap's parse (countingConn.copy), which can stop at a frame's end
+	// and tell the client why its session ends (shutdownend.go).
+	tappedToClient bool
+	// telling: the shutdown stopped the copy to the client to tell it.
+	telling bool
+	// head is the runtime's upgrade response as the proxy read it (a
+	// tapped SPDY session), for its protocol version; headFull says it
+	// ran over headMax and is not kept whole.
+	head     []byte
+	headFull bool
+	// clientEnded is closed once the copy from the client ended: the
+	// client closed, or its connection failed.
+	clientEnded     chan struct{}
+	clientEndedOnce sync.Once
 	// copies counts countingConn's ReadFrom and WriteTo running. Not a
 	// WaitGroup: a copy may start while the handler already waits, which
 	// a WaitGroup forbids (it panics).
@@ -342,7 +365,8 @@ func (s *Server) open(kind Kind, r *http.Request) (*session, bool) {
 		return nil, false
 	}
 	ctx, cancel := context.WithCancel(r.Context())
-	sess := &session{kind: kind, ctx: ctx, cancel: cancel, m: s.metrics.SessionStarted(string(kind)), start: time.Now()}
+	sess := &session{kind: kind, ctx: ctx, cancel: cancel, m: s.metrics.SessionStarted(string(kind)), start: time.Now(),
+		translated: kind != PortForward && isWebSocket(r), clientEnded: make(chan struct{})}
 	s.live[sess] = struct{}{}
 	s.sessions.Add(1)
 	return sess, true
@@ -357,27 +381,69 @@ func (s *Server) finish(sess *session) {
 	s.sessions.Done()
 }
 
-// track keeps a connection to close on cut; one arriving after the cut is
-// closed at once.
-func (sess *session) track(c net.Conn) {
+// track keeps a connection to close on cut, the client's or the
+// runtime's; one arriving after its side was cut is closed at once.
+func (sess *session) track(c net.Conn, runtime bool) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.isCut {
+	if sess.isCut || (runtime && sess.runtimeCut) {
 		_ = c.Close()
 		return
 	}
-	sess.conns = append(sess.conns, c)
+	if runtime {
+		sess.runtimeConns = append(sess.runtimeConns, c)
+	} else {
+		sess.clientConns = append(sess.clientConns, c)
+	}
 }
 
 func (sess *session) cut() {
 	sess.cancel()
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	sess.cutLocked()
+}
+
+func (sess *session) cutLocked() {
 	sess.isCut = true
-	for _, c := range sess.conns {
-		_ = c.Close()
+	for _, conns := range [][]net.Conn{sess.clientConns, sess.runtimeConns} {
+		for _, c := range conns {
+			_ = c.Close()
+		}
 	}
-	sess.conns = nil
+	sess.clientConns, sess.runtimeConns = nil, nil
+}
+
+// endAtShutdown ends the session at the shutdown timeout, telling its
+// client why where the protocol lets crishim: a translated session loses
+// its runtime's side, and the translation writes the client its status
+// and closes; a tapped SPDY session's copy to the client stops, and
+// writes the client a status if it stopped at a frame's end (tellClient).
+// Any other is cut, both sides. Shutdown cuts what is left tellWait later.
+func (sess *session) endAtShutdown() {
+	sess.shutdownCut.Store(true)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	switch {
+	case sess.isCut:
+	case sess.translated:
+		sess.cancel()
+		sess.runtimeCut = true
+		for _, c := range sess.runtimeConns {
+			_ = c.Close()
+		}
+		sess.runtimeConns = nil
+	case sess.tappedToClient:
+		sess.telling = true
+		// The copy's read returns; nothing is lost, the runtime's
+		// bytes not read yet are never sent.
+		for _, c := range sess.runtimeConns {
+			_ = c.SetReadDeadline(time.Now())
+		}
+	default:
+		sess.cancel()
+		sess.cutLocked()
+	}
 }
 
 // runtimeTransport reaches the runtime's stream server as the kubelet
@@ -399,7 +465,7 @@ func (sess *session) dial(ctx context.Context, network, addr string) (net.Conn, 
 		return nil, fmt.Errorf("dial runtime stream server %s: %w", addr, err)
 	}
 	cc := &countingConn{Conn: c, sess: sess}
-	sess.track(cc)
+	sess.track(cc, true)
 	return cc, nil
 }
 
@@ -420,9 +486,14 @@ type countingConn struct {
 // most 1 MiB anyway.
 const countChunk = 1 << 20
 
+// Read is the proxy's read of the runtime's upgrade response (the copy
+// that follows reads c.Conn), or a translated session's SPDY client's.
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.countToClient(int64(n))
+	if c.sess.tap != nil && !c.sess.translated && c.sess.kind != PortForward {
+		c.sess.keepHead(p[:n])
+	}
 	return n, err
 }
 
@@ -524,11 +595,44 @@ func (c *countingConn) WriteTo(w io.Writer) (int64, error) {
 func (c *countingConn) copy(dst io.Writer, src io.Reader, count func(int64), toRuntime bool) (int64, error) {
 	c.sess.copyStarted()
 	defer c.sess.copyEnded()
+	if toRuntime {
+		defer c.sess.clientEndedOnce.Do(func() { close(c.sess.clientEnded) })
+	}
 	if c.sess.tap != nil {
 		tw, end := c.sess.tap.writer(toRuntime)
-		defer end()
+		if !toRuntime {
+			c.sess.mu.Lock()
+			c.sess.tappedToClient = true
+			c.sess.mu.Unlock()
+		}
 		// Through a buffer: what reaches dst is then parsed, whole.
-		return io.Copy(countingWriter{dst, count}, io.TeeReader(src, tw))
+		r := io.TeeReader(src, tw)
+		var frames *frameTrack
+		if !toRuntime {
+			frames = &frameTrack{}
+			r = io.TeeReader(r, frames)
+		}
+		n, err := io.Copy(countingWriter{dst, count}, r)
+		if !toRuntime && errors.Is(err, os.ErrDeadlineExceeded) && c.sess.isTelling() {
+			// Stopped for the shutdown, maybe inside a frame: pass the
+			// rest of it (Shutdown's cut bounds the wait), then tell.
+			_ = c.Conn.SetReadDeadline(time.Time{})
+			err = nil
+			for left := frames.left(); left > 0 && err == nil; left = frames.left() {
+				var m int64
+				m, err = io.CopyN(countingWriter{dst, count}, r, left)
+				n += m
+			}
+			end()
+			if err == nil {
+				// The copy ends here, as meant: nothing for the proxy
+				// to log.
+				c.sess.tellClient(countingWriter{dst, count})
+			}
+			return n, err
+		}
+		end()
+		return n, err
 	}
 	if n, err, ok := spliceCounted(dst, src, count); ok {
 		return n, err
@@ -591,7 +695,7 @@ type hijackRecorder struct {
 func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
 	if err == nil {
-		h.sess.track(c)
+		h.sess.track(c, false)
 	}
 	return c, rw, err
 }

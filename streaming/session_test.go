@@ -46,7 +46,7 @@ func testSession(t *testing.T) (*session, *prometheus.Registry) {
 	m := metrics.NewStreaming(reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return &session{kind: Exec, ctx: ctx, cancel: cancel, m: m.SessionStarted(string(Exec)), start: time.Now()}, reg
+	return &session{kind: Exec, ctx: ctx, cancel: cancel, m: m.SessionStarted(string(Exec)), start: time.Now(), clientEnded: make(chan struct{})}, reg
 }
 
 // proxyCopies copies between client and runtime as the upgrade-aware proxy

@@ -56,6 +56,16 @@ type spdyTap struct {
 	// stopped, when set, is told why a direction's parse stopped before
 	// its copy ended (a frame over the limits, not SPDY).
 	stopped func(toRuntime bool, err error)
+
+	// The runtime's side of the session's streams: replied to, and
+	// ended (FIN or reset) since; at most streamsNoted of each.
+	replied, ended map[spdy.StreamId]bool
+	// toClientDone is closed once the parse of the runtime's direction
+	// ended; toClientWhole then says it parsed every byte of that
+	// direction, whole frames only, so the client's next byte is a
+	// frame's first.
+	toClientDone  chan struct{}
+	toClientWhole bool
 }
 
 // newSPDYTap returns nil unless the request upgrades to SPDY and some sink
@@ -68,7 +78,8 @@ func newSPDYTap(r *http.Request, sinks ...streamSink) *spdyTap {
 }
 
 func newTap(sinks ...streamSink) *spdyTap {
-	return &spdyTap{types: map[spdy.StreamId]string{}, held: map[spdy.StreamId][]byte{}, sinks: sinks}
+	return &spdyTap{types: map[spdy.StreamId]string{}, held: map[spdy.StreamId][]byte{}, sinks: sinks,
+		replied: map[spdy.StreamId]bool{}, ended: map[spdy.StreamId]bool{}, toClientDone: make(chan struct{})}
 }
 
 // streamOpener is a sink told each stream's headers as the client opens
@@ -89,6 +100,9 @@ func (t *spdyTap) writer(toRuntime bool) (io.Writer, func()) {
 	t.parsers.Add(1)
 	go func() {
 		defer t.parsers.Done()
+		if !toRuntime {
+			defer close(t.toClientDone)
+		}
 		defer func() { _, _ = io.Copy(io.Discard, pr) }()
 		t.parse(pr, toRuntime)
 	}()
@@ -97,7 +111,11 @@ func (t *spdyTap) writer(toRuntime bool) (io.Writer, func()) {
 
 // parse reads one direction's frames until it ends or stops parsing.
 func (t *spdyTap) parse(r io.Reader, toRuntime bool) {
-	f, err := spdy.NewFramerWithOptions(io.Discard, r,
+	// The framer reads what each frame needs, never ahead: read, after
+	// a frame, is where the next one starts.
+	cr := &readCount{r: r}
+	var frameEnd int64
+	f, err := spdy.NewFramerWithOptions(io.Discard, cr,
 		spdy.WithMaxHeaderCount(headerCountMax),
 		spdy.WithMaxHeaderFieldSize(headerFieldMax),
 		spdy.WithMaxControlFramePayloadSize(controlFrameMax))
@@ -107,6 +125,11 @@ func (t *spdyTap) parse(r io.Reader, toRuntime bool) {
 	for {
 		frame, err := f.ReadFrame()
 		if err != nil {
+			if !toRuntime {
+				t.mu.Lock()
+				t.toClientWhole = errors.Is(err, io.EOF) && cr.n == frameEnd
+				t.mu.Unlock()
+			}
 			// The copy ended (EOF at a frame's start), or the parse
 			// cannot go on: the rest of the direction is drained unread.
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.ErrClosedPipe) && t.stopped != nil {
@@ -114,14 +137,36 @@ func (t *spdyTap) parse(r io.Reader, toRuntime bool) {
 			}
 			return
 		}
+		frameEnd = cr.n
 		t.frame(frame, toRuntime)
 	}
+}
+
+// readCount counts what is read through it.
+type readCount struct {
+	r io.Reader
+	n int64
+}
+
+func (c *readCount) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch f := frame.(type) {
+	case *spdy.SynReplyFrame:
+		if !toRuntime {
+			t.note(t.replied, f.StreamId)
+			if f.CFHeader.Flags&spdy.ControlFlagFin != 0 {
+				t.note(t.ended, f.StreamId)
+			}
+		}
+	case *spdy.RstStreamFrame:
+		t.note(t.ended, f.StreamId)
 	case *spdy.SynStreamFrame:
 		if !toRuntime {
 			return
@@ -144,6 +189,9 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 		if t.headersOnly {
 			return
 		}
+		if !toRuntime && f.Flags&spdy.DataFlagFin != 0 {
+			t.note(t.ended, f.StreamId)
+		}
 		typ, known := t.types[f.StreamId]
 		if !known {
 			if b := t.held[f.StreamId]; len(b)+len(f.Data) <= heldMax {
@@ -152,6 +200,20 @@ func (t *spdyTap) frame(frame spdy.Frame, toRuntime bool) {
 			return
 		}
 		t.deliver(typ, f.Data)
+	}
+}
+
+// streamsNoted bounds what replied and ended hold: a remotecommand client
+// opens five streams at most, each noted once.
+const streamsNoted = 16
+
+// note marks a stream in m (replied, ended). Either direction's parse
+// may see a stream's frames before the other's saw its SYN_STREAM, so
+// streams are noted whatever their type; a session with more streams
+// than streamsNoted gets no status at a shutdown.
+func (t *spdyTap) note(m map[spdy.StreamId]bool, id spdy.StreamId) {
+	if !t.headersOnly && len(m) < streamsNoted {
+		m[id] = true
 	}
 }
 

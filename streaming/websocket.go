@@ -254,6 +254,10 @@ func (t *translation) result(sess *session, err error, clientGone bool) (st meta
 				Message: strconv.Itoa(code),
 			}}},
 		}, true
+	case sess.shutdownCut.Load():
+		// The audit event says errCutAtShutdown; the client is told.
+		t.log.Debug("runtime's side cut at the shutdown; telling the client", "err", err)
+		return shutdownStatus(), true
 	case clientGone:
 		t.log.Debug("client gone; the runtime's side closed", "err", err)
 		return metav1.Status{}, false

@@ -33,7 +33,9 @@ import (
 // runtimeExec is a runtime's stream server as containerd and CRI-O run it
 // (k8s.io/cri-streaming's ServeExec, SPDY), over a command played by the
 // test: "exit N" writes "out" and "err" and exits N; "cat" copies stdin to
-// stdout until its end; "wait" returns when the session is cut; "write N"
+// stdout until its end; "wait" returns when the session is cut, "ready"
+// too, having written "ready\n" to stdout; "flood" writes to stdout until
+// its session is cut; "write N"
 // writes N bytes to stdout and exits 0.
 type runtimeExec struct {
 	*httptest.Server
@@ -88,7 +90,18 @@ func (r *runtimeExec) ExecInContainer(_ context.Context, _, _, _ string, cmd []s
 		n, _ := strconv.Atoi(cmd[1])
 		_, err := out.Write([]byte(strings.Repeat("x", n)))
 		return err
-	case "wait":
+	case "flood":
+		// Output until the session is cut.
+		chunk := []byte(strings.Repeat("y", 4<<10))
+		for {
+			if _, err := out.Write(chunk); err != nil {
+				return errCut
+			}
+		}
+	case "ready", "wait":
+		if cmd[0] == "ready" {
+			_, _ = io.WriteString(out, "ready\n") // the client's streams are all set up
+		}
 		// Until its session is cut: the runtime's stream server sees
 		// its SPDY connection close (the request's context does not
 		// end with a hijacked connection), and stdin with it.

@@ -30,7 +30,7 @@ func (h *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.sess.track(c)
+	h.sess.track(c, false)
 	h.conn = newWSConn(c, rw.Reader)
 	// Every read goes through the wsConn (net/http's reader would bypass
 	// it), starting with what net/http read ahead.

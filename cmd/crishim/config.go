@@ -96,6 +96,8 @@ func (s source) load() (loaded, error) {
 // to do, rather than as an unknown key.
 var removedKeys = map[string]string{
 	"relay": "removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone)",
+	"notification-gc-after": "removed in 0.2.0: nodes no longer delete Notifications (crishim.io/v1alpha2); " +
+		"crishim-notification-controller deletes them, and its --gc-after is the testing knob",
 }
 
 // removedFlag explains a flag of the command line that names a removed

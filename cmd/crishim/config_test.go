@@ -90,6 +90,7 @@ func TestConfigErrors(t *testing.T) {
 		{"other version", "version = 2\n", `:1: version = the integer 2`},
 		{"not a settings key", "version = 1\nconfig = \"/x\"\n", `:2: unknown key "config"`},
 		{"removed key", "version = 1\n\nrelay = \"h2\"\n", `:3: the relay key was removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone); delete the key`},
+		{"removed notification key", "version = 1\nnotification-gc-after = \"3s\"\n", `:2: the notification-gc-after key was removed in 0.2.0: nodes no longer delete Notifications (crishim.io/v1alpha2); crishim-notification-controller deletes them, and its --gc-after is the testing knob; delete the key`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,6 +191,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--log-format=xml"}, 2, `invalid argument "xml" for "--log-format" flag: want text or json`},
 		{[]string{"--relay=grpc"}, 2, "--relay was removed in 0.1.0: crishim has one relay, the raw HTTP/2 one (the grpc-go relay is gone); drop the flag"},
 		{[]string{"config", "dump", "--relay", "h2"}, 2, "--relay was removed in 0.1.0"},
+		{[]string{"--notification-gc-after=3s"}, 2, "--notification-gc-after was removed in 0.2.0: nodes no longer delete Notifications (crishim.io/v1alpha2); crishim-notification-controller deletes them, and its --gc-after is the testing knob; drop the flag"},
 		{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
 		{[]string{"config"}, 2, "want a command"},
 		{[]string{"config", "dump", "--config=", "--log-format", "json"}, 0, `log-format = "json"`},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -13,16 +12,11 @@ import (
 type notificationsConfig struct {
 	kubeconfig string
 	nodeName   string
-	gcAfter    time.Duration
 }
 
 func (n *notificationsConfig) register(fs *pflag.FlagSet) {
-	fs.StringVar(&n.kubeconfig, "kubeconfig", "", "kubeconfig for the apiserver: serve Notifications (crishim.io/v1alpha1) for this node; empty: in-cluster config if crishim runs in a pod, else no Notifications")
-	fs.StringVar(&n.nodeName, "node-name", "", "this node's name in Notification status entries [hostname]; must match the kubelet's")
-	fs.DurationVar(&n.gcAfter, "notification-gc-after", 0, "testing only: delete completed Notifications this long after creation instead of after spec.expirationSeconds (whose minimum is 600 s)")
-	checkValue(fs, "notification-gc-after", nonNegative)
-	// Tests only: out of --help and the default config file.
-	_ = fs.MarkHidden("notification-gc-after")
+	fs.StringVar(&n.kubeconfig, "kubeconfig", "", "kubeconfig for the apiserver: serve this node's part of Notifications (crishim.io/v1alpha2); empty: in-cluster config if crishim runs in a pod, else no Notifications")
+	fs.StringVar(&n.nodeName, "node-name", "", "this node's name: crishim runs the NodeNotifications whose spec.nodeName it is [hostname]; must match the kubelet's")
 }
 
 func (n *notificationsConfig) finish() error {

@@ -11,13 +11,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/metrics"
-	"github.com/crishim/crishim/notification"
+	"github.com/crishim/crishim/notification/node"
 	"github.com/crishim/crishim/proxy"
 	"github.com/crishim/crishim/shim"
 )
 
 // restConfig is the API server client's configuration: --kubeconfig, or
-// in-cluster when crishim runs in a pod. Both the Notification controller
+// in-cluster when crishim runs in a pod. Both the node's Notification work
 // and the pod spec reads use it.
 func (cfg notificationsConfig) restConfig() (*rest.Config, error) {
 	var rc *rest.Config
@@ -34,10 +34,12 @@ func (cfg notificationsConfig) restConfig() (*rest.Config, error) {
 	return rc, nil
 }
 
-// startNotifications runs the Notification controller, when configured, until ctx ends or
+// startNotifications runs this node's side of the Notification API (notification/node: the
+// NodeNotifications whose spec.nodeName is --node-name), when configured, until ctx ends or
 // stop is called; done is closed once it has ended (nil: not configured). An unreachable
 // apiserver is not an error here: the controller warns and retries, and CRI keeps working;
-// only a kubeconfig that cannot be read stops crishim at start.
+// only a kubeconfig that cannot be read stops crishim at start. The aggregator that fans
+// Notifications out and sums them up is not crishim: crishim-notification-controller.
 func startNotifications(ctx context.Context, cfg notificationsConfig, backend *proxy.Backend, sh *shim.Shim, m *metrics.Notifications, log *slog.Logger) (stop context.CancelFunc, done <-chan struct{}, err error) {
 	if !cfg.enabled() {
 		return func() {}, nil, nil
@@ -50,14 +52,13 @@ func startNotifications(ctx context.Context, cfg notificationsConfig, backend *p
 	if err != nil {
 		return nil, nil, fmt.Errorf("apiserver client: %w", err)
 	}
-	c := notification.New(notification.Options{
+	c := node.New(node.Options{
 		Dynamic:  dyn,
 		NodeName: cfg.nodeName,
 		Pods:     runtimeapi.NewRuntimeServiceClient(backend.RuntimeConn()),
 		Runner:   sh.API(),
 		Metrics:  m,
 		Log:      log,
-		GCAfter:  cfg.gcAfter,
 	})
 	ctx, stop = context.WithCancel(ctx)
 	ch := make(chan struct{})
@@ -65,6 +66,6 @@ func startNotifications(ctx context.Context, cfg notificationsConfig, backend *p
 		defer close(ch)
 		c.Run(ctx)
 	}()
-	log.Info("serving Notifications", "node", cfg.nodeName, "apiserver", rc.Host)
+	log.Info("serving this node's NodeNotifications", "node", cfg.nodeName, "apiserver", rc.Host)
 	return stop, ch, nil
 }

@@ -81,6 +81,12 @@ grep -q '^ExecStart=/usr/bin/crishim$' "$STAGE/crishim.service"
 mkdir -p "$STAGE/kubelet"
 cp -R packaging/kubelet/. "$STAGE/kubelet/"
 
+# The licence and notice files of every module the binaries link (a static binary carries
+# their code): in the tarballs as they are, compressed in the package (Debian policy 12.3).
+GOARCH=$HOSTARCH $GO run ./packaging/notices --go "$GO" --out "$STAGE/THIRD_PARTY_NOTICES" \
+	"$STAGE/crishim" "$STAGE/crishimctl"
+gzip -9nc "$STAGE/THIRD_PARTY_NOTICES" >"$STAGE/THIRD_PARTY_NOTICES.gz"
+
 # A native package's changelog (lintian wants one); its entry is this build.
 cat >"$STAGE/changelog" <<CHANGELOG
 crishim ($DEB_VERSION) unstable; urgency=medium

@@ -29,7 +29,7 @@ spec:
 `
 
 // kubeNotification asks every node to run the pod's quiesce notifier.
-const kubeNotification = `apiVersion: crishim.io/v1alpha1
+const kubeNotification = `apiVersion: crishim.io/v1alpha2
 kind: Notification
 metadata:
   name: demo-quiesce
@@ -40,13 +40,14 @@ spec:
 `
 
 // showKube is the kubectl chapter: a real kubelet and kube-apiserver with crishim as the
-// kubelet's runtime (test/node). It reuses a node `make node` left running, and otherwise
-// starts one and removes it at the end.
-func showKube(ctx context.Context, crishimBin string) error {
+// kubelet's runtime (test/node), and the notification controller as a pod of the node. It
+// reuses a node `make node` left running (index 0), and otherwise starts one and removes it
+// at the end.
+func showKube(ctx context.Context, crishimBin string, index int) error {
 	say("A real Kubernetes node: kubelet -> crishim -> containerd, driven with kubectl")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := time.Now()
-	n, err := node.Up(ctx, node.Options{Index: 0, Crishim: crishimBin, Log: log})
+	n, err := node.Up(ctx, node.Options{Index: index, Crishim: crishimBin, Log: log})
 	if err != nil {
 		return err
 	}
@@ -74,10 +75,12 @@ func showKube(ctx context.Context, crishimBin string) error {
 			[]string{"debug", "demo-app", "--image=docker.io/library/busybox:latest", "--image-pull-policy=IfNotPresent", "--target=app", "--container=debugger", "--", "sh", "-c", "ps; sleep 1"}},
 		{"", "", []string{"wait", "--for=jsonpath={.status.ephemeralContainerStatuses[0].state.terminated.reason}=Completed", "pod/demo-app", "--timeout=60s"}},
 		{"kubectl logs demo-app -c debugger: the app's sleep is PID 1 of the debug container's view", "", []string{"logs", "demo-app", "-c", "debugger"}},
-		{"A Notification (crishim.io/v1alpha1): every node runs the pods' quiesce notifier once", kubeNotification, []string{"apply", "-f", "-"}},
+		{"The notification controller, a pod of its own, fans Notifications out to the nodes and sums up", "", []string{"-n", "crishim-system", "get", "pods", "-o", "wide"}},
+		{"A Notification (crishim.io/v1alpha2): every node runs the pods' quiesce notifier once", kubeNotification, []string{"apply", "-f", "-"}},
 		{"", "", []string{"wait", "--for=condition=Succeeded", "notification/demo-quiesce", "--timeout=60s"}},
 		{"", "", []string{"get", "notifications"}},
-		{"", "", []string{"get", "notification", "demo-quiesce", "-o", "jsonpath={range .status.podNotificationStatuses[*]}{.nodeName} {.podName} {.containerNotificationStatuses[*].containerName} succeed={.containerNotificationStatuses[*].succeed}{\"\\n\"}{end}"}},
+		{"Each node's share and its per-pod results", "", []string{"get", "nodenotifications", "-l", "crishim.io/notification=demo-quiesce"}},
+		{"", "", []string{"get", "nodenotifications", "-l", "crishim.io/notification=demo-quiesce", "-o", "jsonpath={range .items[*].status.pods[*]}{.name} {.state} containers={.containers} succeeded={.succeeded}{\"\\n\"}{end}"}},
 		{"", "", []string{"exec", "demo-app", "--", "cat", "/tmp/quiesced"}},
 		{"", "", []string{"delete", "notification", "demo-quiesce"}},
 		{"kubectl delete pod demo-app", "", []string{"delete", "pod", "demo-app", "--wait=true", "--timeout=60s"}},

@@ -28,6 +28,7 @@ func main() {
 	clean := flag.Bool("clean", false, "remove what a kept demo left running, then exit")
 	dir := flag.String("dir", "", "directory for crishim's socket and log (created if missing; default: the private runtime's own directory under "+harness.BaseDir+")")
 	kube := flag.Bool("kube", false, "run the kubectl chapter on a real node even if its Kubernetes binaries must be built first (cold: many minutes); without it the chapter runs only when they are cached")
+	kubeNode := flag.Int("kube-node", 0, "node index of the kubectl chapter's node (0: `make node`'s, reused when it runs)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -35,7 +36,7 @@ func main() {
 	if *clean {
 		err = cleanKept()
 	} else {
-		err = run(ctx, *crishim, *crishimctl, *dir, *keep, *kube)
+		err = run(ctx, *crishim, *crishimctl, *dir, *keep, *kube, *kubeNode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -46,7 +47,7 @@ func main() {
 // crishimPidFile is where a kept demo records its crishim, inside the slot.
 const crishimPidFile = "crishim.pid"
 
-func run(ctx context.Context, crishimBin, ctlBin, dir string, keep, kube bool) error {
+func run(ctx context.Context, crishimBin, ctlBin, dir string, keep, kube bool, kubeNode int) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo starts a private containerd and needs root")
 	}
@@ -106,7 +107,7 @@ func run(ctx context.Context, crishimBin, ctlBin, dir string, keep, kube bool) e
 	if _, cached, err := node.CachedBinaries(); err != nil {
 		return err
 	} else if cached || kube {
-		if err := showKube(ctx, crishimBin); err != nil {
+		if err := showKube(ctx, crishimBin, kubeNode); err != nil {
 			return fmt.Errorf("kubectl chapter: %w", err)
 		}
 	} else {

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/crishim/crishim/audit"
@@ -190,11 +197,13 @@ func TestSocketActivationWrongSocket(t *testing.T) {
 	}
 }
 
-// TestRestartEndsLiveExec: an exec session open when crishim restarts goes on
-// until the shutdown timeout, then is cut: the client's streams end, the
-// audit log's ended event says crishim shut down, crishim's log counts the
-// cut, and the next crishim serves the same socket. What the client returns
-// is printed (docs/install.md says it).
+// TestRestartEndsLiveExec: exec sessions and a port-forward open when
+// crishim restarts go on until the shutdown timeout, then end: each exec
+// client (SPDY, WebSocket v4 and v5) returns an error saying crishim shut
+// down, the port-forwarder that it lost its connection to the pod (what
+// kubectl port-forward prints), the audit log's ended events say crishim
+// shut down, crishim's log counts the cut, and the next crishim serves the
+// same socket.
 func TestRestartEndsLiveExec(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "crishim.sock")
@@ -213,48 +222,82 @@ func TestRestartEndsLiveExec(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, stdinW := io.Pipe()
-	defer stdinW.Close()
-	var stdout lockedbuf.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- spdyExecutor(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
-	}()
-	if _, err := stdinW.Write([]byte("before\n")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the exec's echo", func() error {
-		if !strings.Contains(stdout.String(), "before") {
-			return os.ErrNotExist
+	done := map[string]chan error{}
+	for _, e := range executors {
+		resp, err := rs.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: ctrID, Cmd: []string{"cat"}, Stdin: true, Stdout: true})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+		stdin, stdinW := io.Pipe()
+		defer stdinW.Close()
+		var stdout lockedbuf.Buffer
+		done[e.name] = make(chan error, 1)
+		go func() {
+			done[e.name] <- e.new(t, resp.Url).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &stdout})
+		}()
+		if _, err := stdinW.Write([]byte("before\n")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, e.name+" exec's echo", func() error {
+			if !strings.Contains(stdout.String(), "before") {
+				return os.ErrNotExist
+			}
+			return nil
+		})
+	}
+
+	pfDone := livePortForward(t, ctx, rs, echoPod(t, "unix://"+path))
 
 	begin := time.Now()
 	if err := p.Stop(); err != nil {
 		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Log())
 	}
-	t.Logf("crishim stopped %s after SIGTERM with an exec open", time.Since(begin).Round(time.Millisecond))
+	t.Logf("crishim stopped %s after SIGTERM with %d execs and a port-forward open", time.Since(begin).Round(time.Millisecond), len(done))
 	select {
-	case err := <-done:
-		// SPDY's exec protocol has no way to say "cut" but a status on the
-		// error stream, which the runtime writes and a cut never reaches:
-		// the client sees the streams end as a command's end.
-		t.Logf("the exec client's result at the restart: %v", err)
+	case err := <-pfDone:
+		// What kubectl port-forward prints (docs/install.md).
+		if !errors.Is(err, portforward.ErrLostConnectionToPod) {
+			t.Errorf("the port-forward's result at the restart: %v, want %v", err, portforward.ErrLostConnectionToPod)
+		}
 	case <-ctx.Done():
-		t.Fatal("the exec went on after crishim exited")
+		t.Fatal("the port-forward went on after crishim exited")
 	}
-	ended := auditEvent(t, auditPath, "the exec's ended event", func(ev audit.Event) bool {
-		return ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded
+	for _, e := range executors {
+		select {
+		case err := <-done[e.name]:
+			// SPDY: crishim parses an audited exec's frames, so it can
+			// end it with a status on its error stream.
+			if err == nil || !strings.Contains(err.Error(), "crishim is shutting down") {
+				t.Errorf("the %s exec client's result at the restart: %v, want an error saying crishim is shutting down", e.name, err)
+			} else {
+				t.Logf("the %s exec client's result at the restart: %v", e.name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the %s exec went on after crishim exited", e.name)
+		}
+	}
+	var ended []audit.Event
+	eventually(t, "the execs' ended events", func() error {
+		ended = nil
+		for _, ev := range readAudit(t, auditPath) {
+			if ev.Kind == audit.KindExec && ev.Stage == audit.StageEnded {
+				ended = append(ended, ev)
+			}
+		}
+		if len(ended) < len(executors) {
+			return os.ErrNotExist
+		}
+		return nil
 	})
-	if ended.DurationSeconds == nil || ended.BytesToClient == nil || !strings.Contains(ended.Error, "crishim shut down") {
-		t.Errorf("the cut exec's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ended)
+	pf := auditEvent(t, auditPath, "the port-forward's ended event", func(ev audit.Event) bool {
+		return ev.Kind == audit.KindPortForward && ev.Stage == audit.StageEnded
+	})
+	for _, ev := range append(ended, pf) {
+		if ev.DurationSeconds == nil || ev.BytesToClient == nil || !strings.Contains(ev.Error, "crishim shut down") {
+			t.Errorf("a cut session's ended event lacks its duration, bytes or an error saying crishim shut down: %+v", ev)
+		}
 	}
-	t.Logf("audit ended event of the cut exec: error %q", ended.Error)
+	t.Logf("audit ended event of a cut exec: error %q", ended[0].Error)
 	if !strings.Contains(p.Log(), "cutting streams still open at the shutdown timeout") {
 		t.Errorf("crishim did not log the cut:\n%s", p.Log())
 	}
@@ -263,4 +306,45 @@ func TestRestartEndsLiveExec(t *testing.T) {
 	if _, err := rs.Version(ctx, "v1"); err != nil {
 		t.Errorf("Version through the next crishim: %v", err)
 	}
+}
+
+// livePortForward forwards a local port to echoPod's echoPort through
+// crishim, as kubectl port-forward does, echoes once through it, and
+// returns what the forwarder will return.
+func livePortForward(t *testing.T, ctx context.Context, rs internalapi.RuntimeService, podID string) <-chan error {
+	t.Helper()
+	resp, err := rs.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: podID, Port: []int32{echoPort}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(resp.Url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, upgrader, err := spdy.RoundTripperFor(&rest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	stopCh, ready := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stopCh) })
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", echoPort)}, stopCh, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port-forward: %v", err)
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echoOnce(fmt.Sprintf("127.0.0.1:%d", ports[0].Local)); err != nil {
+		t.Fatalf("echo through the port-forward: %v", err)
+	}
+	return done
 }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -32,6 +33,9 @@ func containerd2Backend() *backend {
 		importImages: func(ctx context.Context, l layout) error {
 			return importImages(ctx, l, bins.path("ctr"))
 		},
+		importArchive: func(ctx context.Context, l layout, archive []byte, names ...string) error {
+			return ctrImport(ctx, l, bins.path("ctr"), filepath.Join(filepath.Dir(l.imagesTar()), "import-"+archiveName(names)+".tar"), archive, names...)
+		},
 		tagImage: func(ctx context.Context, l layout, src, dst string) error {
 			return ctrTag(ctx, l, bins.path("ctr"), src, dst)
 		},
@@ -51,6 +55,9 @@ func containerd16Backend() *backend {
 		},
 		importImages: func(ctx context.Context, l layout) error {
 			return importImages(ctx, l, binary("ctr"))
+		},
+		importArchive: func(ctx context.Context, l layout, archive []byte, names ...string) error {
+			return ctrImport(ctx, l, binary("ctr"), filepath.Join(filepath.Dir(l.imagesTar()), "import-"+archiveName(names)+".tar"), archive, names...)
 		},
 		tagImage: func(ctx context.Context, l layout, src, dst string) error {
 			return ctrTag(ctx, l, binary("ctr"), src, dst)

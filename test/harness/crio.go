@@ -43,10 +43,11 @@ func crioBackend() *backend {
 		command: func(l layout) ([]string, string) {
 			return crioCommand(l), callerPath()
 		},
-		env:          crioEnv,
-		importImages: importCRIOImages,
-		tagImage:     tagCRIOImage,
-		writeMirrors: writeCRIOMirrors,
+		env:           crioEnv,
+		importImages:  importCRIOImages,
+		importArchive: importCRIOArchive,
+		tagImage:      tagCRIOImage,
+		writeMirrors:  writeCRIOMirrors,
 	}
 }
 

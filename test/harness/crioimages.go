@@ -25,21 +25,37 @@ func importCRIOImages(ctx context.Context, l layout) error {
 	if err != nil {
 		return err
 	}
-	if err := untar(archive, l.crioImages()); err != nil {
+	return ociloadArchive(ctx, l, l.crioImages(), archive, PauseImage, BusyboxImage, SpareImage)
+}
+
+// ociloadArchive unpacks archive (an OCI image layout tar) into dir, copies it into CRI-O's
+// store with ociload and waits until CRI reports names.
+func ociloadArchive(ctx context.Context, l layout, dir string, archive []byte, names ...string) error {
+	if err := untar(archive, dir); err != nil {
 		return fmt.Errorf("unpack image archive: %w", err)
 	}
 	b, err := cachedCRIOBins()
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, b.ociload(), l.crioImages(), l.crioStore())
+	cmd := exec.CommandContext(ctx, b.ociload(), dir, l.crioStore())
 	cmd.Env = append(os.Environ(), crioEnv(l)...)
 	// Like crio, ociload must not outlive a killed test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ociload: %w\n%s", err, tail(out, 2048))
 	}
-	return waitImages(ctx, l, PauseImage, BusyboxImage, SpareImage)
+	return waitImages(ctx, l, names...)
+}
+
+// importCRIOArchive is backend.importArchive for CRI-O: each archive in a layout directory of
+// its own beside the slot's, named for its first image.
+func importCRIOArchive(ctx context.Context, l layout, archive []byte, names ...string) error {
+	dir := filepath.Join(filepath.Dir(l.crioImages()), "import-"+archiveName(names))
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear %s: %w", dir, err)
+	}
+	return ociloadArchive(ctx, l, dir, archive, names...)
 }
 
 // tagCRIOImage gives image src the name dst too. CRI has no tag call and CRI-O no other

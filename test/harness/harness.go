@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -233,6 +234,21 @@ func (c *Containerd) run(ctx context.Context) error {
 // until CRI reports it.
 func (c *Containerd) TagImage(ctx context.Context, src, dst string) error {
 	return c.backend.tagImage(ctx, c.layout, src, dst)
+}
+
+// ImportArchive puts an OCI image archive (BinaryImageArchive's) into the runtime's CRI
+// image store, under the names its index gives (ctr import on containerd, ociload on
+// CRI-O), and waits until CRI reports names.
+func (c *Containerd) ImportArchive(ctx context.Context, archive []byte, names ...string) error {
+	if len(names) == 0 {
+		return errors.New("import an image archive: no image names to wait for")
+	}
+	return c.backend.importArchive(ctx, c.layout, archive, names...)
+}
+
+// archiveName makes a file name of an archive's first image name.
+func archiveName(names []string) string {
+	return strings.NewReplacer("/", "_", ":", "_", "@", "_").Replace(names[0])
 }
 
 // PID returns containerd's process id, or 0 if it is not running.

@@ -296,18 +296,23 @@ func importImages(ctx context.Context, l layout, ctr string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(l.imagesTar(), archive, 0o644); err != nil {
+	return ctrImport(ctx, l, ctr, l.imagesTar(), archive, PauseImage, BusyboxImage, SpareImage)
+}
+
+// ctrImport writes archive (an OCI image layout tar) to path, imports it with ctr into the
+// CRI namespace and waits until CRI reports names.
+func ctrImport(ctx context.Context, l layout, ctr, path string, archive []byte, names ...string) error {
+	if err := os.WriteFile(path, archive, 0o644); err != nil {
 		return fmt.Errorf("write image archive: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, ctr, "--address", l.socket(), "--namespace", criNamespace,
-		"images", "import", "--platform", "linux/"+runtime.GOARCH, l.imagesTar())
+		"images", "import", "--platform", "linux/"+runtime.GOARCH, path)
 	// Like containerd, ctr must not outlive a killed test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import: %w\n%s", err, tail(out, 2048))
 	}
-
-	return waitImages(ctx, l, PauseImage, BusyboxImage, SpareImage)
+	return waitImages(ctx, l, names...)
 }
 
 // waitImages waits until the runtime's CRI image service reports every name: containerd's

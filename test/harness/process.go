@@ -98,8 +98,7 @@ func startDaemon(be *backend, l layout, opts Options, lock *os.File) (*daemon, e
 		// Own process group so a terminal ^C aimed at `go test` does not also hit containerd
 		// mid-test. Pdeathsig still guarantees it cannot outlive us; it fires when the
 		// forking OS thread exits, which the Go runtime only does for goroutines that exit
-		// while locked to their thread, something the callers of this package must not do
-		// (test/systemdunit's sandbox thread parks for good instead).
+		// while locked to their thread, something the callers of this package must not do.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	}
 	if err := cmd.Start(); err != nil {

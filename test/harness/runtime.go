@@ -72,6 +72,9 @@ type backend struct {
 	env func(l layout) []string
 	// importImages puts the offline images into the runtime's CRI image store.
 	importImages func(ctx context.Context, l layout) error
+	// importArchive puts one more OCI image archive into the runtime's CRI image store and
+	// waits until CRI reports names.
+	importArchive func(ctx context.Context, l layout, archive []byte, names ...string) error
 	// tagImage gives an imported image another name, as the node's pods ask for it.
 	tagImage func(ctx context.Context, l layout, src, dst string) error
 	// writeMirrors, if set, writes Options.Mirrors into the runtime's registry config

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/crishim/crishim/notification/v1alpha1"
+	"github.com/crishim/crishim/notification/v1alpha2"
 	"github.com/crishim/crishim/test/crishimproc"
 	"github.com/crishim/crishim/test/harness"
 )
@@ -33,11 +35,15 @@ var notifierAnnotations = map[string]string{
 	"notifier.crishim.io/main.mark":    `{"exec":["true"]}`,
 }
 
-// TestNotificationAcrossTwoNodes: a Notification selects a kubelet pod on the test node and
-// a pod on a second "node" (a second crishim with its own --node-name in front of a second
-// containerd); each node writes its own entry, the conditions say what happened, failures
-// and timeouts show in the entries, a crishim restart runs nothing twice, and expired
-// Notifications are deleted.
+// TestNotificationAcrossTwoNodes: the Notification API as it runs in a cluster, on the real
+// node. A Notification selects a kubelet pod on the test node and a pod on a second "node" (a
+// second crishim with its own --node-name and node credentials in front of a second
+// containerd; its Pod and Node objects are created as its kubelet would); the aggregator,
+// crishim-notification-controller, runs as a real pod of the test node (test/node installs
+// packaging/kubernetes/ and its Deployment). It fans the Notification out to one
+// NodeNotification per node, each node runs its pod and reports, and the aggregator sums up:
+// exact counts, failures shown, nothing selected said so, restarts running nothing twice,
+// a deleted Notification taking its NodeNotifications along.
 func TestNotificationAcrossTwoNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -45,82 +51,95 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 	dyn := dynamicClient(t, testNode.Kubeconfig)
 
 	// Node A: the kubelet's pod.
-	meta := "  annotations:\n"
+	annotations := "  annotations:\n"
 	for k, v := range notifierAnnotations {
-		meta += fmt.Sprintf("    %s: '%s'\n", k, v)
+		annotations += fmt.Sprintf("    %s: '%s'\n", k, v)
 	}
-	apply(t, strings.Replace(podManifest(group+"-a", meta, "", "main", "exec sleep 3600"), "app: "+group+"-a", "app: "+group, 1))
+	apply(t, strings.Replace(podManifest(group+"-a", annotations, "", "main", "exec sleep 3600"), "app: "+group+"-a", "app: "+group, 1))
 	waitReady(t, group+"-a")
 
-	// Node B: a second containerd and crishim, with the identity of a node.
+	// Node B: a second containerd and crishim, with the identity of a node; its pod is in the
+	// apiserver, bound to it, as its kubelet would have it (the aggregator selects from there).
 	b := startSecondNode(t, ctx)
-	_, ctrB := b.runPod(t, ctx, group+"-b", map[string]string{"app": group})
+	uid := b.registerPod(t, ctx, group+"-b", map[string]string{"app": group})
+	_, ctrB := b.runPod(t, ctx, group+"-b", uid, map[string]string{"app": group})
 
-	// One notification per notifier; wait for each to complete.
-	final := map[string]*v1alpha1.Notification{}
+	// One Notification per notifier, created at once; each completes.
+	final := map[string]*v1alpha2.Notification{}
 	for _, name := range []string{"quiesce", "fail", "stuck"} {
-		obj := group + "-" + name
-		createNotification(t, obj, name, group)
-		// Succeeded turns False as soon as one node's entry failed, so wait for both
-		// nodes' results, not for the condition.
-		final[name] = waitNotification(t, ctx, dyn, obj, func(n *v1alpha1.Notification) bool {
-			if len(n.Status.PodNotificationStatuses) != 2 {
-				return false
-			}
-			for _, e := range n.Status.PodNotificationStatuses {
-				for _, s := range e.ContainerNotificationStatuses {
-					if !s.Succeed && s.Error == nil {
-						return false
-					}
-				}
-			}
-			c := meta2(n, v1alpha1.ConditionSucceeded)
-			return c != nil && c.Status != metav1.ConditionUnknown
+		createNotification(t, group+"-"+name, name, group)
+	}
+	// The user's wait: real kubectl, on the Notification's condition.
+	kubectl(t, "wait", "--for=condition=Succeeded", "notification/"+group+"-quiesce", "--timeout=120s")
+	for _, name := range []string{"quiesce", "fail", "stuck"} {
+		final[name] = waitNotification(t, ctx, dyn, group+"-"+name, func(n *v1alpha2.Notification) bool {
+			return isTrue(n, v1alpha2.ConditionComplete)
 		})
 	}
 
-	t.Run("both nodes record their pods", func(t *testing.T) {
+	t.Run("both nodes run their pods, counts exact", func(t *testing.T) {
 		n := final["quiesce"]
-		nodes := map[string]string{}
-		for _, e := range n.Status.PodNotificationStatuses {
-			nodes[e.NodeName] = e.PodName
-			if len(e.ContainerNotificationStatuses) != 1 || !e.ContainerNotificationStatuses[0].Succeed || e.ContainerNotificationStatuses[0].Timestamp == nil {
-				t.Errorf("entry %+v: want one succeeded container with a start time", e)
+		st := n.Status
+		if st.Selected != 2 || st.Started != 2 || st.Succeeded != 2 || st.Failed != 0 || st.Nodes != 2 || len(st.Failures) != 0 {
+			t.Errorf("status %+v, want 2 nodes, 2 selected, started and succeeded, none failed", st)
+		}
+		for _, c := range []string{v1alpha2.ConditionTriggered, v1alpha2.ConditionSucceeded, v1alpha2.ConditionComplete} {
+			if !isTrue(n, c) {
+				t.Errorf("%s %+v, want True", c, meta.FindStatusCondition(st.Conditions, c))
 			}
 		}
-		if nodes[testNode.Name] != group+"-a" || nodes[b.name] != group+"-b" {
-			t.Errorf("entries by node %v, want %s: %s-a and %s: %s-b", nodes, testNode.Name, group, b.name, group)
+		// Per-pod results, by the label every NodeNotification of it carries.
+		shares := nodeNotifications(t, ctx, dyn, n)
+		byNode := map[string]string{}
+		for _, s := range shares {
+			if s.Status.Phase != v1alpha2.PhaseFinished || len(s.Status.Pods) != 1 || s.Status.Pods[0].State != v1alpha2.PodSucceeded {
+				t.Errorf("NodeNotification %s of %s: %+v, want Finished with its one pod Succeeded", s.Name, s.Spec.NodeName, s.Status)
+				continue
+			}
+			byNode[s.Spec.NodeName] = s.Status.Pods[0].Name
+			if want := s.Spec.NodeName + "/"; !strings.HasPrefix(s.Status.Runner, want) {
+				t.Errorf("NodeNotification %s run by %q, want its node's crishim (%s...)", s.Name, s.Status.Runner, want)
+			}
 		}
-		if c := meta2(n, v1alpha1.ConditionSucceeded); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonAllSucceeded {
-			t.Errorf("Succeeded %+v", c)
+		if len(shares) != 2 || byNode[testNode.Name] != group+"-a" || byNode[b.name] != group+"-b" {
+			t.Errorf("pods by node %v, want %s: %s-a and %s: %s-b", byNode, testNode.Name, group, b.name, group)
 		}
-		if c := meta2(n, v1alpha1.ConditionTriggered); c == nil || c.Status != metav1.ConditionTrue {
-			t.Errorf("Triggered %+v", c)
+		// What `kubectl get notifications` shows: the counts as columns.
+		out := kubectl(t, "get", "notification", n.Name)
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+			!strings.HasPrefix(lines[0], "NAME") || !containsEvery(lines[0], []string{"NOTIFIER", "SELECTED", "STARTED", "SUCCEEDED", "FAILED", "RESULT"}) ||
+			!regexp.MustCompile(`^`+n.Name+`\s+quiesce\s+2\s+2\s+2\s+True\s`).MatchString(lines[1]) { // failed 0 is omitted: blank
+			t.Errorf("kubectl get notification:\n%s", out)
 		}
 	})
 	t.Run("a failing notifier", func(t *testing.T) {
-		checkFailed(t, final["fail"], v1alpha1.ErrorTypeError, "ActionFailed", "disk full")
-		// Events leave through the recorder's broadcaster, after the status is written.
+		checkFailed(t, final["fail"], "ActionFailed", "disk full")
+		// One Warning Event by the aggregator when Succeeded turned False.
 		eventually(t, 30*time.Second, func() error {
 			out := kubectl(t, "get", "events", "--field-selector", "involvedObject.name="+group+"-fail", "-o", "jsonpath={.items[*].reason}")
-			if !strings.Contains(out, v1alpha1.ReasonFailed) {
-				return fmt.Errorf("no %s Event on the Notification: %q", v1alpha1.ReasonFailed, out)
+			if !strings.Contains(out, v1alpha2.ReasonFailed) {
+				return fmt.Errorf("no %s Event on the Notification: %q", v1alpha2.ReasonFailed, out)
 			}
 			return nil
 		})
 	})
 	t.Run("a stuck notifier", func(t *testing.T) {
-		checkFailed(t, final["stuck"], v1alpha1.ErrorTypeTimeout, "ProbeFailed", "did not succeed in time")
+		checkFailed(t, final["stuck"], "ProbeFailed", "did not succeed in time")
 	})
 	t.Run("nothing selected", func(t *testing.T) {
 		obj := group + "-none"
 		createNotification(t, obj, "quiesce", group+"-nobody")
-		n := waitNotification(t, ctx, dyn, obj, func(n *v1alpha1.Notification) bool { return meta2(n, v1alpha1.ConditionTriggered) != nil })
-		if c := meta2(n, v1alpha1.ConditionTriggered); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonNoSelectedPods || !strings.Contains(c.Message, `"quiesce"`) {
-			t.Errorf("Triggered %+v, want False %s naming the notifier", c, v1alpha1.ReasonNoSelectedPods)
+		n := waitNotification(t, ctx, dyn, obj, func(n *v1alpha2.Notification) bool {
+			return meta.FindStatusCondition(n.Status.Conditions, v1alpha2.ConditionTriggered) != nil
+		})
+		if c := meta.FindStatusCondition(n.Status.Conditions, v1alpha2.ConditionTriggered); c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonNoSelectedPods || !strings.Contains(c.Message, `"quiesce"`) {
+			t.Errorf("Triggered %+v, want False %s naming the notifier", c, v1alpha2.ReasonNoSelectedPods)
 		}
-		if len(n.Status.PodNotificationStatuses) != 0 {
-			t.Errorf("entries %+v, want none", n.Status.PodNotificationStatuses)
+		if n.Status.Selected != 0 {
+			t.Errorf("selected %d, want 0", n.Status.Selected)
+		}
+		if shares := nodeNotifications(t, ctx, dyn, n); len(shares) != 0 {
+			t.Errorf("%d NodeNotifications, want none", len(shares))
 		}
 	})
 	t.Run("restarts run nothing twice", func(t *testing.T) {
@@ -128,21 +147,15 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.restart(t)
-		// The signal that both restarted controllers have looked at every Notification: a
-		// new one, created now, completed by both. Each controller queues the Notifications
-		// of its first list before it starts working and before any later one, and takes
-		// them in order, so by the time it has run the new one it has taken up the old ones;
-		// and those are completed, which a controller reconciles without running anything.
+		// The signal that both restarted crishims have looked at every NodeNotification of
+		// theirs: a new Notification, created now, completed by both. Each queues the objects
+		// of its first list before it starts working and before any later one, and takes them
+		// in order, so by the time it has run the new one it has taken up the old ones; and
+		// those are Finished, which a node reconciles without running anything.
 		obj := group + "-mark"
 		createNotification(t, obj, "mark", group)
-		waitNotification(t, ctx, dyn, obj, func(n *v1alpha1.Notification) bool {
-			done := 0
-			for _, e := range n.Status.PodNotificationStatuses {
-				if len(e.ContainerNotificationStatuses) == 1 && e.ContainerNotificationStatuses[0].Succeed {
-					done++
-				}
-			}
-			return done == 2
+		waitNotification(t, ctx, dyn, obj, func(n *v1alpha2.Notification) bool {
+			return isTrue(n, v1alpha2.ConditionComplete) && n.Status.Succeeded == 2
 		})
 		// kubectl exec goes through the kubelet, whose connection to the restarted
 		// crishim may still be in grpc-go's reconnect backoff: only a failed exec is
@@ -163,43 +176,68 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 			t.Errorf("node B ran quiesce %q times", out)
 		}
 	})
-	t.Run("expired notifications are deleted", func(t *testing.T) {
-		// Both nodes' crishims get a short expiry; several nodes deleting at once is fine.
-		if err := testNode.RestartCrishim(ctx, false, "--notification-gc-after=3s"); err != nil {
-			t.Fatal(err)
+	t.Run("a deleted Notification takes its NodeNotifications", func(t *testing.T) {
+		// The garbage collector of the node's kube-controller-manager deletes them by their
+		// owner reference.
+		n := final["quiesce"]
+		if shares := nodeNotifications(t, ctx, dyn, n); len(shares) != 2 {
+			t.Fatalf("%d NodeNotifications before the delete, want 2", len(shares))
 		}
-		t.Cleanup(func() { _ = testNode.RestartCrishim(context.Background(), false) })
-		b.restart(t, "--notification-gc-after=3s")
-		for _, name := range []string{"quiesce", "fail", "stuck", "none", "mark"} {
-			obj := group + "-" + name
-			eventually(t, time.Minute, func() error {
-				_, err := dyn.Resource(v1alpha1.Resource).Namespace("default").Get(ctx, obj, metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				return fmt.Errorf("notification %s still there (%v)", obj, err)
-			})
-		}
+		kubectl(t, "delete", "notification", n.Name)
+		eventually(t, time.Minute, func() error {
+			if shares := nodeNotifications(t, ctx, dyn, n); len(shares) != 0 {
+				return fmt.Errorf("%d NodeNotifications of the deleted Notification left", len(shares))
+			}
+			return nil
+		})
 	})
 }
 
-func meta2(n *v1alpha1.Notification, typ string) *metav1.Condition {
-	return meta.FindStatusCondition(n.Status.Conditions, typ)
+func isTrue(n *v1alpha2.Notification, typ string) bool {
+	return meta.IsStatusConditionTrue(n.Status.Conditions, typ)
 }
 
-func checkFailed(t *testing.T, n *v1alpha1.Notification, errType, reason, msg string) {
+// checkFailed: both pods failed, the failures shown in the Notification's status, Succeeded
+// False and Complete True.
+func checkFailed(t *testing.T, n *v1alpha2.Notification, reason, msg string) {
 	t.Helper()
-	c := meta2(n, v1alpha1.ConditionSucceeded)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonFailed {
-		t.Errorf("%s: Succeeded %+v, want False %s", n.Name, c, v1alpha1.ReasonFailed)
+	st := n.Status
+	if st.Selected != 2 || st.Started != 2 || st.Succeeded != 0 || st.Failed != 2 || st.FailuresNotShown != 0 {
+		t.Errorf("%s: status %+v, want 2 selected, started and failed", n.Name, st)
 	}
-	for _, e := range n.Status.PodNotificationStatuses {
-		for _, s := range e.ContainerNotificationStatuses {
-			if s.Error == nil || s.Error.ErrorType != errType || s.Error.Reason != reason || !strings.Contains(s.Error.Message, msg) {
-				t.Errorf("%s: %s/%s error %+v, want %s %s %q", n.Name, e.NodeName, s.ContainerName, s.Error, errType, reason, msg)
-			}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha2.ConditionSucceeded); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha2.ReasonFailed {
+		t.Errorf("%s: Succeeded %+v, want False %s", n.Name, c, v1alpha2.ReasonFailed)
+	}
+	if !isTrue(n, v1alpha2.ConditionComplete) {
+		t.Errorf("%s: not Complete", n.Name)
+	}
+	nodes := map[string]bool{}
+	for _, f := range st.Failures {
+		nodes[f.NodeName] = true
+		if f.ContainerName != "main" || f.Reason != reason || !strings.Contains(f.Message, msg) || f.PodUID == "" {
+			t.Errorf("%s: failure %+v, want container main, %s, %q", n.Name, f, reason, msg)
 		}
 	}
+	if len(st.Failures) != 2 || len(nodes) != 2 {
+		t.Errorf("%s: failures %+v, want one on each node", n.Name, st.Failures)
+	}
+}
+
+// nodeNotifications lists a Notification's per-node objects by its UID label, as the docs
+// tell a user to.
+func nodeNotifications(t *testing.T, ctx context.Context, dyn dynamic.Interface, n *v1alpha2.Notification) []v1alpha2.NodeNotification {
+	t.Helper()
+	l, err := dyn.Resource(v1alpha2.NodeResource).Namespace(n.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha2.LabelNotificationUID + "=" + string(n.UID)})
+	if err != nil {
+		t.Fatalf("list NodeNotifications: %v", err)
+	}
+	out := make([]v1alpha2.NodeNotification, len(l.Items))
+	for i := range l.Items {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {
@@ -208,9 +246,6 @@ func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One client plays many nodes in TestHundredNodesWritingAtOnceConverge; each real node
-	// has its own client and its own client-side rate limit.
-	cfg.QPS, cfg.Burst = 500, 500
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +256,7 @@ func dynamicClient(t *testing.T, kubeconfig string) dynamic.Interface {
 // createNotification creates one with kubectl, as a controller or an operator would.
 func createNotification(t *testing.T, name, notifier, app string) {
 	t.Helper()
-	apply(t, fmt.Sprintf(`apiVersion: crishim.io/v1alpha1
+	apply(t, fmt.Sprintf(`apiVersion: crishim.io/v1alpha2
 kind: Notification
 metadata:
   name: %s
@@ -232,15 +267,15 @@ spec:
 `, name, notifier, app))
 }
 
-func waitNotification(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string, done func(*v1alpha1.Notification) bool) *v1alpha1.Notification {
+func waitNotification(t *testing.T, ctx context.Context, dyn dynamic.Interface, name string, done func(*v1alpha2.Notification) bool) *v1alpha2.Notification {
 	t.Helper()
-	var n v1alpha1.Notification
+	var n v1alpha2.Notification
 	eventually(t, 2*time.Minute, func() error {
-		u, err := dyn.Resource(v1alpha1.Resource).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		u, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		n = v1alpha1.Notification{}
+		n = v1alpha2.Notification{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &n); err != nil {
 			return err
 		}
@@ -308,14 +343,42 @@ func (b *secondNode) restart(t *testing.T, extra ...string) {
 	b.p = p
 }
 
-func (b *secondNode) runPod(t *testing.T, ctx context.Context, name string, labels map[string]string) (podID, ctrID string) {
+// registerPod creates node B's Node object and its pod name in the apiserver, bound to node
+// B, as a kubelet and a scheduler would, and returns the pod's UID. No kubelet heartbeats for
+// node B, so the node lifecycle controller will taint it unreachable: the pod tolerates that
+// (it would be evicted after 5 minutes otherwise).
+func (b *secondNode) registerPod(t *testing.T, ctx context.Context, name string, labels map[string]string) string {
+	t.Helper()
+	nodes := testNode.Clientset.CoreV1().Nodes()
+	if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create node B's Node: %v", err)
+	}
+	t.Cleanup(func() { _ = nodes.Delete(context.Background(), b.name, metav1.DeleteOptions{}) })
+	pods := testNode.Clientset.CoreV1().Pods("default")
+	p, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: notifierAnnotations},
+		Spec: corev1.PodSpec{NodeName: b.name, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "main", Image: b.cd.BusyboxImage, Command: []string{"sleep", "3600"}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create node B's pod: %v", err)
+	}
+	// No kubelet confirms its end: deleted at once.
+	t.Cleanup(func() {
+		_ = pods.Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	return string(p.UID)
+}
+
+// runPod runs pod name (uid) on node B through its crishim, as its kubelet would.
+func (b *secondNode) runPod(t *testing.T, ctx context.Context, name, uid string, labels map[string]string) (podID, ctrID string) {
 	t.Helper()
 	logDir := filepath.Join(b.logDir, name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	pod := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: fmt.Sprintf("uid-%s-%d", name, time.Now().UnixNano())},
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
 		Labels:       labels,
 		Annotations:  notifierAnnotations,
 		LogDirectory: logDir,
@@ -350,7 +413,7 @@ func (b *secondNode) exec(t *testing.T, ctx context.Context, ctrID string, cmd .
 	return string(resp.GetStdout())
 }
 
-// TestApiserverDownLeavesCRIAlone: with the apiserver gone, crishim's Notification watch
+// TestApiserverDownLeavesCRIAlone: with the apiserver gone, crishim's NodeNotification watch
 // reports itself down in its metric while CRI calls through crishim keep working; with the
 // apiserver back the watch comes back by itself.
 func TestApiserverDownLeavesCRIAlone(t *testing.T) {

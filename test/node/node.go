@@ -66,6 +66,8 @@ type Node struct {
 	opts Options
 	log  *slog.Logger
 	pki  pki
+	// controllerImage is the notification controller's image archive, built by Start.
+	controllerImage []byte
 }
 
 // Dir is node index's directory.
@@ -142,13 +144,19 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := harness.Prepare(ctx, opts.Runtime); err != nil {
 		return nil, err
 	}
+	// So is the build of the notification controller's image (the first one is long).
+	log.Info("building the notification controller's image", "image", harness.NotificationControllerImage)
+	image, err := controllerImage(ctx)
+	if err != nil {
+		return nil, err
+	}
 	l := layout{Dir(opts.Index)}
 	if err := Clean(opts.Index); err != nil {
 		return nil, fmt.Errorf("sweep node %d: %w", opts.Index, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	n := &Node{l: l, opts: opts, log: log, bins: bins}
+	n := &Node{l: l, opts: opts, log: log, bins: bins, controllerImage: image}
 	if err := n.start(ctx); err != nil {
 		return nil, fmt.Errorf("start node %d: %w", opts.Index, err)
 	}
@@ -260,24 +268,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
-	if err := n.installManifests(ctx); err != nil {
+	if err := n.waitServiceAccount(ctx); err != nil {
 		return err
 	}
-	return n.waitServiceAccount(ctx)
-}
-
-// installManifests applies what the repository ships for the cluster: the Notification CRD
-// and the RBAC crishim needs, as an operator would with kubectl.
-func (n *Node) installManifests(ctx context.Context) error {
-	dir, err := manifestsDir()
-	if err != nil {
-		return err
-	}
-	if _, err := n.Kubectl(ctx, nil, "apply", "-f", dir); err != nil {
-		return fmt.Errorf("install %s: %w", dir, err)
-	}
-	_, err = n.Kubectl(ctx, nil, "wait", "--for=condition=Established", "crd/notifications.crishim.io", "--timeout=60s")
-	return err
+	return n.installManifests(ctx, true)
 }
 
 // fill derives the exported fields and the client from the state.

@@ -206,8 +206,9 @@ func (n *Node) installCrishimDeb(ctx context.Context, deb string) error {
 // installKubelet lays out a kubeadm node (the kubelet package's unit, kubeadm's drop-in,
 // kubeadm-flags.env, /etc/default/kubelet, config.yaml naming containerd as kubeadm's
 // criSocket), copies crishim's kubelet drop-ins from the installed package as
-// docs/install.md says, and starts the kubelet with systemctl.
-func (n *Node) installKubelet(ctx context.Context) error {
+// docs/install.md says (pointCrishim; otherwise the kubelet stays on containerd), and
+// starts the kubelet with systemctl.
+func (n *Node) installKubelet(ctx context.Context, pointCrishim bool) error {
 	if err := copyFile(n.bins.Path("kubelet"), n.nodePath("/usr/bin/kubelet"), 0o755); err != nil {
 		return err
 	}
@@ -219,6 +220,10 @@ func (n *Node) installKubelet(ctx context.Context) error {
 		return err
 	}
 	if err := writeFile(n.nodePath(kubeletDefaultsEnv), []byte("KUBELET_EXTRA_ARGS=\"--v=2\"\n")); err != nil {
+		return err
+	}
+	if !pointCrishim {
+		_, err := n.NodeExec(ctx, "sh", "-c", "systemctl enable kubelet && systemctl daemon-reload && systemctl restart kubelet")
 		return err
 	}
 	// The kubelet package enables its unit; then docs/install.md's commands, as they are.
@@ -334,3 +339,19 @@ func ownsPID(hs []cgroupHierarchy, index, pid int) bool {
 	}
 	return false
 }
+
+// ImportImage imports an OCI archive into the node's containerd (the kubelet's k8s.io
+// namespace), as an operator loads an image built offline.
+func (n *Node) ImportImage(ctx context.Context, archive []byte) error {
+	const dst = "/var/lib/crishim-testbed/import.oci.tar"
+	if err := writeFile(n.nodePath(dst), archive); err != nil {
+		return err
+	}
+	_, err := n.NodeExec(ctx, "ctr", "-n", "k8s.io", "images", "import", dst)
+	return err
+}
+
+// APIServerURL is the control plane's address as the node reaches it (the host end of its
+// link): pods of the node's network reach the API server there (the bed runs no kube-proxy
+// for the kubernetes Service).
+func (n *Node) APIServerURL() string { return n.apiserverURL() }

@@ -66,7 +66,10 @@ const (
 type SystemdOptions struct {
 	Index int
 	Deb   string // the crishim package to install (dist/crishim_*.deb)
-	Log   *slog.Logger
+	// Direct leaves crishim out: no package, no kubelet drop-ins; the kubelet talks to
+	// containerd, as on a node the fleet installer has not reached yet.
+	Direct bool
+	Log    *slog.Logger
 }
 
 // StartSystemd sweeps systemd node opts.Index and brings it up: the root file system
@@ -200,19 +203,28 @@ func (n *Node) startSystemd(ctx context.Context, opts SystemdOptions, lower, cdD
 	if err := n.installContainerd(ctx, cdDir); err != nil {
 		return err
 	}
-	info("installing crishim from its package", "deb", opts.Deb)
-	if err := n.installCrishimDeb(ctx, opts.Deb); err != nil {
-		return err
+	if opts.Direct {
+		// Where crishim's socket will be once something installs it.
+		n.s.CrishimSock = n.nodePath(crishimSocket)
+		if err := writeState(n.l, n.s); err != nil {
+			return err
+		}
+		info("starting the kubelet under kubeadm's unit, straight on containerd")
+	} else {
+		info("installing crishim from its package", "deb", opts.Deb)
+		if err := n.installCrishimDeb(ctx, opts.Deb); err != nil {
+			return err
+		}
+		info("starting the kubelet under kubeadm's unit and crishim's drop-ins")
 	}
-	info("starting the kubelet under kubeadm's unit and crishim's drop-ins")
-	if err := n.installKubelet(ctx); err != nil {
+	if err := n.installKubelet(ctx, !opts.Direct); err != nil {
 		return err
 	}
 	if err := n.WaitReady(ctx, 2*time.Minute); err != nil {
 		out, _ := n.NodeExec(ctx, "journalctl", "--no-pager", "-n", "60", "-u", "kubelet")
 		return fmt.Errorf("%w\nkubelet journal:\n%s", err, out)
 	}
-	if err := n.installManifests(ctx); err != nil {
+	if err := n.installManifests(ctx, false); err != nil {
 		return err
 	}
 	if err := n.waitServiceAccount(ctx); err != nil {

@@ -154,9 +154,9 @@ func lifecycle(ctx context.Context, t *testing.T, r, deb, version, upgrade, upgr
 	for _, p := range []string{
 		"usr/bin/crishim", "usr/bin/crishimctl", "lib/systemd/system/crishim.service", "lib/systemd/system/crishim.socket",
 		"etc/crishim/config.toml",
-		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
+		"usr/share/crishim/kubernetes/rbac.yaml", "usr/share/crishim/kubernetes/notification-controller.yaml", "usr/share/crishim/prometheus/crishim-alerts.yaml",
 		"usr/share/crishim/prometheus/crishim-alerts_test.yaml",
-		"usr/share/doc/crishim/copyright", "usr/share/doc/crishim/changelog.gz",
+		"usr/share/doc/crishim/copyright", "usr/share/doc/crishim/THIRD_PARTY_NOTICES.gz", "usr/share/doc/crishim/changelog.gz",
 		"usr/share/doc/crishim/install.md", "usr/share/doc/crishim/README.md", "usr/share/doc/crishim/CHANGELOG.md",
 		"usr/share/bash-completion/completions/crishimctl", "usr/share/zsh/vendor-completions/_crishimctl",
 		"usr/share/fish/vendor_completions.d/crishimctl.fish", "usr/share/bash-completion/completions/crishim",

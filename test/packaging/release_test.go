@@ -159,7 +159,7 @@ func checkTarball(ctx context.Context, t *testing.T, root, path, version, arch, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFiles := []string{"CHANGELOG.md", "LICENSE", "README.md", "crishim", "crishimctl"}
+	wantFiles := []string{"CHANGELOG.md", "LICENSE", "README.md", "THIRD_PARTY_NOTICES", "crishim", "crishimctl"}
 	for _, u := range units {
 		wantFiles = append(wantFiles, filepath.Base(u))
 	}
@@ -190,6 +190,10 @@ func checkTarball(ctx context.Context, t *testing.T, root, path, version, arch, 
 			continue
 		}
 		files = append(files, name)
+		if name == "THIRD_PARTY_NOTICES" {
+			checkNotices(t, path, tr)
+			continue
+		}
 		if name != "crishim" && name != "crishimctl" {
 			continue
 		}
@@ -217,6 +221,21 @@ func checkTarball(ctx context.Context, t *testing.T, root, path, version, arch, 
 	}
 	if got := run(ctx, t, "", filepath.Join(bin, "crishimctl"), "version", "--client"); !slices.Contains(strings.Split(got, "\n"), "Client Version: "+version) {
 		t.Errorf("crishimctl version --client: %q, want Client Version: %s", got, version)
+	}
+}
+
+// checkNotices: the licence and notice files of what the binaries link, the standard
+// library's and grpc's (its NOTICE.txt too) among them.
+func checkNotices(t *testing.T, path string, r io.Reader) {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nGo standard library go1.", "\ngoogle.golang.org/grpc v", "\n--- NOTICE.txt\n", "\nk8s.io/cri-api v"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("%s: THIRD_PARTY_NOTICES lacks %q", path, want)
+		}
 	}
 }
 

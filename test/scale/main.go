@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,7 +126,7 @@ func run() error {
 	if cfg.pprof != "" {
 		opts.APIServerArgs = []string{"--profiling=true"}
 	}
-	cp, err := node.StartControlPlane(ctx, opts, filepath.Join(manifests, "v1alpha2"))
+	cp, err := node.StartControlPlane(ctx, opts, manifests)
 	if err != nil {
 		return err
 	}

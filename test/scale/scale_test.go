@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,7 +53,7 @@ func testMain(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cp, err = node.StartControlPlane(ctx, node.Options{Index: index}, filepath.Join(dir, "v1alpha2"))
+	cp, err = node.StartControlPlane(ctx, node.Options{Index: index}, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scale: start control plane:", err)
 		_ = node.Clean(index)

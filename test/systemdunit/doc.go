@@ -18,8 +18,6 @@
 //     as it is, within the word; $$ is a literal $. %% is a literal %; other specifiers are
 //     refused.
 //
-// It also builds the file system a unit's sandboxing settings give its service (Sandbox:
-// ProtectSystem=, ProtectHome=, PrivateTmp=, ReadWritePaths=, RuntimeDirectory= and its kin)
-// in a mount namespace of the service's own, so that a test can run a daemon as its unit
-// would, never changing the machine's own file system (sandbox.go, sandbox_linux.go).
+// Sandboxing settings (ProtectSystem= and its kin) are not emulated: the systemd node of the
+// test bed (test/node StartSystemd, test/sysnode) runs the shipped units under a real systemd.
 package systemdunit

@@ -23,9 +23,6 @@ type Service struct {
 	After []string
 	Type  string // Type=, "simple" when unset
 
-	// Sandbox is the file system the unit's sandboxing settings give the service.
-	Sandbox Sandbox
-
 	environment      []string // NAME=VALUE, in order
 	environmentFiles []envFileRef
 	execStartPre     []command
@@ -127,16 +124,6 @@ func (s *Service) apply(a assignment) error {
 			return fmt.Errorf("service type %q is not implemented", a.value)
 		}
 		s.Type = a.value
-	case "Service.ProtectSystem", "Service.ProtectHome", "Service.PrivateTmp", "Service.ReadWritePaths",
-		"Service.RuntimeDirectory", "Service.StateDirectory", "Service.CacheDirectory", "Service.LogsDirectory",
-		"Service.RuntimeDirectoryMode", "Service.StateDirectoryMode", "Service.CacheDirectoryMode", "Service.LogsDirectoryMode":
-		return s.Sandbox.apply(a.key, a.value)
-	case "Service.ReadOnlyPaths", "Service.InaccessiblePaths", "Service.BindPaths", "Service.BindReadOnlyPaths",
-		"Service.TemporaryFileSystem", "Service.PrivateDevices", "Service.RootDirectory", "Service.RootImage",
-		"Service.ConfigurationDirectory", "Service.DynamicUser", "Service.MountFlags", "Service.ExecPaths",
-		"Service.NoExecPaths", "Service.ProtectProc", "Service.ProcSubset", "Service.PrivateMounts":
-		// They change the file system too; a sandbox without them would be a guess.
-		s.Sandbox.unimplemented = append(s.Sandbox.unimplemented, a.where+": "+a.key+"=")
 	case "Service.Environment":
 		if a.value == "" {
 			s.environment = nil

@@ -27,7 +27,7 @@ func main() {
 	buildOnly := flag.Bool("build-only", false, "only build (or find cached) the Kubernetes binaries")
 	systemd := flag.Bool("systemd", false, "run the systemd node (test/node/systemd.go) with crishim from --deb")
 	deb := flag.String("deb", "", "with --systemd: the crishim package to install (newest dist/crishim_*.deb if empty)")
-	index := flag.Int("index", 0, "with --systemd: the systemd node's index (default 1)")
+	index := flag.Int("index", 0, "the node's index: 0 is make node's; with --systemd the default is 1")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,14 +45,14 @@ func main() {
 		os.Exit(systemdNode(ctx, log, *clean, *index, *deb))
 	}
 	if *clean {
-		if err := node.Clean(0); err != nil {
+		if err := node.Clean(*index); err != nil {
 			log.Error("node-clean", "err", err)
 			os.Exit(1)
 		}
-		log.Info("node removed", "dir", node.Dir(0))
+		log.Info("node removed", "dir", node.Dir(*index))
 		return
 	}
-	n, err := node.Up(ctx, node.Options{Index: 0, Crishim: *crishim, CrishimArgs: strings.Fields(*args), Log: log})
+	n, err := node.Up(ctx, node.Options{Index: *index, Crishim: *crishim, CrishimArgs: strings.Fields(*args), Log: log})
 	if err != nil {
 		log.Error("make node", "err", err)
 		os.Exit(1)
