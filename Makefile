@@ -173,8 +173,9 @@ image:
 # bed's etcd and kube-apiserver alone (node index CRISHIM_SCALE_NODE, default 11), the
 # aggregator, and N simulated nodes running crishim's node-side code with their own node
 # identities. Ends with `scale: N=<largest> completed in <s> s, largest object <bytes> B,
-# watch events per node <x>`. SCALE_FLAGS='--nodes 100,1000,5000 --pods 1 --fail 0 --late 0 --inject-504 0'
-SCALE_FLAGS ?= --nodes 100,1000
+# watch events per node <x>`. Runs are N or NxP (pods per node); other flags: --fail K,
+# --late K, --inject-504 F, --pprof DIR (go run ./test/scale -h).
+SCALE_FLAGS ?= --nodes 100,1000,100x30,5000
 scale: kube-bins
 	$(GO) run ./test/scale $(SCALE_FLAGS)
 

@@ -216,9 +216,17 @@ func TestThousandFailuresAreBounded(t *testing.T) {
 		pods = append(pods, pod(fmt.Sprintf("pod-%04d", i), fmt.Sprintf("node-%02d", i%25), true, created.Add(-time.Hour)))
 	}
 	f := newFixture(t, notification(), pods...)
-	f.reconcile()
-	for _, s := range f.shares() {
-		f.finish(s, v1alpha2.PodFailed, "ActionFailed")
+	// 25 shares, made FanOutWindow at a time as the nodes finish theirs.
+	for i := 0; !decided(f.notification()); i++ {
+		if i == 25 {
+			t.Fatal("fan-out not done after 25 rounds")
+		}
+		f.reconcile()
+		for _, s := range f.shares() {
+			if s.Status.Phase == "" {
+				f.finish(s, v1alpha2.PodFailed, "ActionFailed")
+			}
+		}
 	}
 	f.now = f.now.Add(2 * time.Second)
 	f.reconcile()
@@ -316,4 +324,73 @@ func mustUnstructured(t *testing.T, obj any) *unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestFanOutFollowsTheNodes: the fan-out keeps at most FanOutWindow shares created and not
+// started; nodes starting theirs make room; a share not started within FanOutStall gives up
+// its place (a dead node does not stop the fan-out); Triggered once every share exists.
+func TestFanOutFollowsTheNodes(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := range 100 {
+		pods = append(pods, pod(fmt.Sprintf("pod-%03d", i), fmt.Sprintf("node-%03d", i), true, created.Add(-time.Hour)))
+	}
+	f := newFixture(t, notification(), pods...)
+	f.c.o.FanOutWindow, f.c.o.FanOutStall = 10, 30*time.Second
+	unstarted := func() (all, waiting int) {
+		for _, s := range f.shares() {
+			all++
+			if s.Status.Phase == "" {
+				waiting++
+			}
+		}
+		return all, waiting
+	}
+	start := func(k int) {
+		for _, s := range f.shares() {
+			if k == 0 {
+				return
+			}
+			if s.Status.Phase == "" {
+				s.Status = v1alpha2.NodeNotificationStatus{Phase: v1alpha2.PhaseRunning, Runner: s.Spec.NodeName + "/x"}
+				if _, err := f.dyn.Resource(v1alpha2.NodeResource).Namespace("default").UpdateStatus(context.Background(), mustUnstructured(t, s), metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				k--
+			}
+		}
+	}
+	if again := f.reconcile(); again <= 0 || again > 30*time.Second {
+		t.Errorf("window full: look again in %s, want within the stall time", again)
+	}
+	if all, waiting := unstarted(); all != 10 || waiting != 10 {
+		t.Fatalf("first window: %d shares, %d not started; want 10, 10", all, waiting)
+	}
+	f.reconcile()
+	if all, _ := unstarted(); all != 10 {
+		t.Fatalf("no node started, yet %d shares; want 10", all)
+	}
+	start(4)
+	f.reconcile()
+	if all, waiting := unstarted(); all != 14 || waiting != 10 {
+		t.Fatalf("4 started: %d shares, %d not started; want 14, 10", all, waiting)
+	}
+	f.now = f.now.Add(31 * time.Second) // the 10 not started stall
+	f.reconcile()
+	if all, waiting := unstarted(); all != 24 || waiting != 20 {
+		t.Fatalf("after the stall: %d shares, %d not started; want 24, 20", all, waiting)
+	}
+	if decided(f.notification()) {
+		t.Fatal("Triggered before every share exists")
+	}
+	for range 100 {
+		start(100)
+		f.reconcile()
+		if decided(f.notification()) {
+			break
+		}
+	}
+	n := f.notification()
+	if n.Status.Selected != 100 || n.Status.Nodes != 100 || condition(n, v1alpha2.ConditionTriggered).Status != metav1.ConditionTrue || len(f.shares()) != 100 {
+		t.Errorf("after the fan-out: %+v, %d shares", n.Status, len(f.shares()))
+	}
 }

@@ -139,6 +139,10 @@ func (c *Controller) watchResult(err error) {
 	}
 }
 
+// HasSynced reports whether the first list (or watch-list) of this node's objects is in:
+// from then on the node is watching, and a new share reaches it as one watch event.
+func (c *Controller) HasSynced() bool { return c.informer.HasSynced() }
+
 // Run serves until ctx ends. The CRI path never waits on it.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()

@@ -72,7 +72,7 @@ func StartControlPlane(ctx context.Context, opts Options, dirs ...string) (*Node
 	if err := waitTCP(ctx, n.s.EtcdAddr); err != nil {
 		return nil, fmt.Errorf("etcd: %w\n%s", err, logTail(l, "etcd"))
 	}
-	apiserver, err := startDaemon(l, bins.Path("kube-apiserver"), apiserverArgs(l, n.s, n.pki))
+	apiserver, err := startDaemon(l, bins.Path("kube-apiserver"), append(apiserverArgs(l, n.s, n.pki), opts.APIServerArgs...))
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	// Runtime runs behind crishim; empty means harness.RuntimeFromEnv(). A running node of
 	// another runtime is not reused but replaced.
 	Runtime harness.Runtime
+	// APIServerArgs are extra kube-apiserver flags, after the bed's own (a repeated flag's
+	// last value wins): test/scale turns on --profiling to take the apiserver's pprof.
+	APIServerArgs []string
 }
 
 // Node is a running one-node cluster.

@@ -4,7 +4,9 @@
 // process, and N simulated nodes, each crishim's real node-side code (notification/node)
 // with its own client certificate system:node:<name>, its own connection and watch, a fake
 // CRI pod list and a notifier that succeeds after 5 ms. For each N it creates N×pods pods
-// bound to the nodes, one Notification selecting them all, and prints: time from create to
+// bound to the nodes, starts the nodes (--start-parallel at a time) and waits until every
+// one is watching, as a fleet is long before a Notification, then creates one Notification
+// selecting them all, and prints: time from create to
 // Succeeded, the largest object, writes and watch events (total and per node), apiserver
 // and etcd CPU seconds, 504s and refused writes; then each cost's growth exponent against N,
 // and last the line
@@ -50,7 +52,7 @@ func main() {
 }
 
 type config struct {
-	nodes   []int
+	runs    []runSize // one after the other
 	pods    int
 	fail    int // pods whose notifier fails
 	late    int // nodes whose crishim starts late
@@ -59,11 +61,20 @@ type config struct {
 	timeout time.Duration
 	index   int
 	keep    bool
+	// startParallel bounds the nodes whose watch is being established at once: a fleet's
+	// crishims are watching long before a Notification is created, not all starting in
+	// one second.
+	startParallel int
+	pprof         string // directory for the apiserver's CPU profiles, "" for none
+	// The aggregator's client rate, as cmd/crishim-notification-controller's defaults.
+	aggQPS   float64
+	aggBurst int
+	window   int // the aggregator's FanOutWindow, 0 for its default
 }
 
 func parse() (config, error) {
 	c := config{index: 11}
-	nodes := flag.String("nodes", "100,1000", "comma-separated numbers of simulated nodes, one run each")
+	nodes := flag.String("nodes", "100,1000", "comma-separated runs, each N (simulated nodes, --pods each) or NxP (N nodes, P pods each)")
 	flag.IntVar(&c.pods, "pods", 1, "selected pods per node")
 	flag.IntVar(&c.fail, "fail", 0, "pods (of each run) whose notifier fails")
 	flag.IntVar(&c.late, "late", 0, "nodes (of each run) whose crishim starts --late-by after the Notification")
@@ -71,13 +82,23 @@ func parse() (config, error) {
 	flag.Float64Var(&c.inject, "inject-504", 0, "fraction of node status writes that are stored but answered 504")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keep, "keep", false, "leave etcd and the apiserver running")
+	flag.IntVar(&c.startParallel, "start-parallel", 50, "nodes establishing their watch at once before the Notification is created")
+	flag.Float64Var(&c.aggQPS, "aggregator-qps", 50, "the aggregator's client-side request rate (crishim-notification-controller --kube-api-qps)")
+	flag.IntVar(&c.aggBurst, "aggregator-burst", 100, "the aggregator's client-side burst (crishim-notification-controller --kube-api-burst)")
+	flag.IntVar(&c.window, "fan-out-window", 0, "the aggregator's shares created and not yet started at a time (0: its default)")
+	flag.StringVar(&c.pprof, "pprof", "", "write the apiserver's CPU profiles (watch start, run) into this directory")
 	flag.Parse()
 	for _, s := range strings.Split(*nodes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("--nodes %q: want positive numbers", *nodes)
+		ns, ps, hasPods := strings.Cut(strings.TrimSpace(s), "x")
+		n, err := strconv.Atoi(ns)
+		p := c.pods
+		if err == nil && hasPods {
+			p, err = strconv.Atoi(ps)
 		}
-		c.nodes = append(c.nodes, n)
+		if err != nil || n < 1 || p < 1 {
+			return c, fmt.Errorf("--nodes %q: want N or NxP, positive numbers", *nodes)
+		}
+		c.runs = append(c.runs, runSize{nodes: n, pods: p})
 	}
 	if v := os.Getenv("CRISHIM_SCALE_NODE"); v != "" {
 		i, err := strconv.Atoi(v)
@@ -101,7 +122,11 @@ func run() error {
 		return err
 	}
 	fmt.Printf("scale: starting etcd and kube-apiserver (node index %d)\n", cfg.index)
-	cp, err := node.StartControlPlane(ctx, node.Options{Index: cfg.index, Log: log}, manifests)
+	opts := node.Options{Index: cfg.index, Log: log}
+	if cfg.pprof != "" {
+		opts.APIServerArgs = []string{"--profiling=true"}
+	}
+	cp, err := node.StartControlPlane(ctx, opts, manifests)
 	if err != nil {
 		return err
 	}
@@ -121,23 +146,48 @@ func run() error {
 	if err := ensureDefaultServiceAccount(ctx, kube); err != nil {
 		return err
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("scale: machine load %s", load)
-	fmt.Printf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-5s %-7s %-5s %s\n",
-		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "apiCPU", "etcdCPU", "504s", "refused", "409s", "result")
+	fmt.Printf("scale: machine load %s", loadavg())
+	header := fmt.Sprintf("%-7s %-5s %-9s %-10s %-8s %-8s %-10s %-10s %-8s %-8s %-8s %-8s %-5s %-7s %-5s %s",
+		"nodes", "pods", "done(s)", "maxobj(B)", "writes", "w/node", "watchev", "ev/node", "bm/node", "apiCPU", "etcdCPU", "simCPU", "504s", "refused", "409s", "result")
 	var rows []row
-	for i, n := range cfg.nodes {
-		r, err := runOnce(ctx, cfg, cp, kube, dyn, n, i)
-		if err != nil {
-			return fmt.Errorf("run with %d nodes: %w", n, err)
-		}
-		rows = append(rows, r)
-		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
-			r.nodes, r.nodes*cfg.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
-			float64(r.events)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.timeouts, r.refused, r.conflicts, r.result)
+	printRow := func(r row) {
+		fmt.Printf("%-7d %-5d %-9.1f %-10d %-8d %-8.2f %-10d %-10.2f %-8.2f %-8.1f %-8.1f %-8.1f %-5d %-7d %-5d %s\n",
+			r.nodes, r.nodes*r.pods, r.seconds, r.maxObject, r.writes, float64(r.writes)/float64(r.nodes), r.events,
+			float64(r.events)/float64(r.nodes), float64(r.marks)/float64(r.nodes), r.apiCPU, r.etcdCPU, r.selfCPU, r.timeouts, r.refused, r.conflicts, r.result)
 	}
-	if len(rows) > 1 {
-		a, b := rows[0], rows[len(rows)-1]
+	var failed error
+	for i, rn := range cfg.runs {
+		c := cfg
+		c.pods = rn.pods
+		r, err := runOnce(ctx, c, cp, kube, dyn, rn.nodes, i)
+		if err != nil {
+			failed = fmt.Errorf("run with %d nodes × %d pods: %w", rn.nodes, rn.pods, err)
+			fmt.Println("scale:", failed)
+			break
+		}
+		r.pods = rn.pods
+		rows = append(rows, r)
+		fmt.Println(header)
+		printRow(r)
+		fmt.Printf("scale: N=%d: %s; before the Notification, %d nodes' watches established in %.1f s (apiserver CPU %.1f s); load %s",
+			r.nodes, r.codes, r.nodes-min(cfg.late, r.nodes), r.startSeconds, r.startAPICPU, loadavg())
+	}
+	if len(rows) == 0 {
+		return failed
+	}
+	fmt.Println()
+	fmt.Println(header)
+	for _, r := range rows {
+		printRow(r)
+	}
+	// Growth against N: from the first run to the largest with as many pods per node.
+	a, b := rows[0], rows[0]
+	for _, r := range rows {
+		if r.pods == a.pods && r.nodes > b.nodes {
+			b = r
+		}
+	}
+	if b.nodes > a.nodes {
 		exp := func(x, y float64) string {
 			if x <= 0 || y <= 0 {
 				return "n/a"
@@ -148,21 +198,43 @@ func run() error {
 			a.nodes, b.nodes, exp(a.seconds, b.seconds), exp(float64(a.maxObject), float64(b.maxObject)), exp(float64(a.writes), float64(b.writes)),
 			exp(float64(a.events), float64(b.events)), exp(a.apiCPU, b.apiCPU), exp(a.etcdCPU, b.etcdCPU))
 	}
-	last := rows[len(rows)-1]
+	last := rows[0]
+	for _, r := range rows {
+		if r.nodes > last.nodes {
+			last = r
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	fmt.Printf("scale: N=%d: besides its watch events, each node's watch carried %.2f bookmarks (one a minute per watch, Notification or not)\n",
+		last.nodes, float64(last.marks)/float64(last.nodes))
 	fmt.Printf("scale: N=%d completed in %.1f s, largest object %d B, watch events per node %.2f\n",
 		last.nodes, last.seconds, last.maxObject, float64(last.events)/float64(last.nodes))
 	return nil
 }
 
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return string(b)
+}
+
+type runSize struct{ nodes, pods int }
+
 type row struct {
-	nodes             int
+	nodes, pods       int
 	seconds           float64
 	maxObject         int
-	writes, events    int64
+	writes, events    int64 // events: ADDED, MODIFIED, DELETED
+	marks             int64 // bookmarks
 	apiCPU, etcdCPU   float64
 	timeouts, refused int64
 	conflicts         int64
 	result            string
+	selfCPU           float64 // the harness process: the simulated nodes and the aggregator
+	codes             string  // the nodes' answers other than 2xx, by method and code
+	// Establishing the nodes' watches, before the Notification is created.
+	startSeconds, startAPICPU, startSelfCPU float64
 }
 
 func waitCRDs(ctx context.Context, dyn dynamic.Interface) error {
@@ -193,6 +265,12 @@ func restConfig(kubeconfig string, st *stats) (*rest.Config, error) {
 
 func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Interface, dyn dynamic.Interface, n, round int) (row, error) {
 	app := fmt.Sprintf("scale-%d", round)
+	if cfg.aggQPS == 0 {
+		cfg.aggQPS, cfg.aggBurst = 50, 100 // the Deployment's defaults
+	}
+	if cfg.startParallel == 0 {
+		cfg.startParallel = 50
+	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("sim-%d-%05d", round, i)
@@ -238,18 +316,50 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Run(runCtx) }()
 	}
-	late := min(cfg.late, n)
-	for _, c := range nodes[late:] {
-		start(c)
+	// The aggregator runs before the nodes, as in a cluster where it has been up all along,
+	// with the client rate of the shipped Deployment (--kube-api-qps, --kube-api-burst).
+	aggConfig, err := restConfig(cp.Kubeconfig, nil)
+	if err != nil {
+		return row{}, err
 	}
-	agg := aggregator.New(aggregator.Options{Kube: kube, Dynamic: dyn, Log: slog.New(slog.DiscardHandler)})
+	aggConfig.QPS, aggConfig.Burst = float32(cfg.aggQPS), cfg.aggBurst
+	agg := aggregator.New(aggregator.Options{Kube: kubernetes.NewForConfigOrDie(aggConfig), Dynamic: dynamic.NewForConfigOrDie(aggConfig),
+		FanOutWindow: cfg.window, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	wg.Add(1)
 	go func() { defer wg.Done(); agg.Run(runCtx) }()
 
+	// The nodes establish their watches first, startParallel at a time, and the Notification
+	// is created once every one is watching: a fleet's crishims are running long before a
+	// Notification is created. This phase is measured and printed on its own.
+	late := min(cfg.late, n)
+	cpuStart, selfStart := cpu(cp), selfCPU()
+	begun := time.Now()
+	var profWG sync.WaitGroup
+	if cfg.pprof != "" {
+		profWG.Add(1)
+		go func() { defer profWG.Done(); profile(ctx, kube, cfg.pprof, fmt.Sprintf("start-%d", n), 20*time.Second) }()
+	}
+	if err := startPaced(runCtx, nodes[late:], cfg.startParallel, start); err != nil {
+		return row{}, err
+	}
+	cpuWatching := cpu(cp)
+	r0 := row{startSeconds: time.Since(begun).Seconds(), startAPICPU: cpuWatching[0] - cpuStart[0], startSelfCPU: selfCPU() - selfStart}
+	fmt.Printf("scale: N=%d: %d nodes watching after %.1f s (apiserver CPU %.1f s, harness CPU %.1f s); %s\n",
+		n, n-late, r0.startSeconds, r0.startAPICPU, r0.startSelfCPU, st.codes())
+	profWG.Wait()
+
 	time.Sleep(1100 * time.Millisecond) // the Notification must be created in a later second than the pods
-	cpuBefore := cpu(cp)
+	cpuBefore, selfBefore := cpu(cp), selfCPU()
+	termBefore, rejBefore := apiserverCounters(ctx, kube)
 	st.reset()
 	created := time.Now()
+	if cfg.pprof != "" {
+		profWG.Add(1)
+		go func() { defer profWG.Done(); profile(ctx, kube, cfg.pprof, fmt.Sprintf("run-%d", n), 30*time.Second) }()
+		defer profWG.Wait()
+		snap := time.AfterFunc(20*time.Second, func() { goroutines(ctx, kube, cfg.pprof, fmt.Sprintf("goroutines-%d", n)) })
+		defer snap.Stop()
+	}
 	nObj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha2.SchemeGroupVersion.String(), "kind": v1alpha2.Kind,
 		"metadata": map[string]any{"name": app, "namespace": "default"},
@@ -267,6 +377,7 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	}
 	var final *v1alpha2.Notification
 	deadline := created.Add(cfg.timeout)
+	nextProgress := created.Add(15 * time.Second)
 	for {
 		u, err := dyn.Resource(v1alpha2.Resource).Namespace("default").Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
@@ -281,7 +392,13 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 			break
 		}
 		if time.Now().After(deadline) {
-			return row{}, fmt.Errorf("not complete after %s: %+v", cfg.timeout, got.Status)
+			return row{}, fmt.Errorf("not complete after %s: %+v; %s", cfg.timeout, got.Status, st.codes())
+		}
+		if time.Now().After(nextProgress) {
+			nextProgress = nextProgress.Add(15 * time.Second)
+			term, rej := apiserverCounters(ctx, kube)
+			fmt.Printf("scale: N=%d: after %.0f s: selected %d started %d succeeded %d failed %d; %d writes, %d watch events; %s; %.0f watchers closed, %.0f APF refusals\n", n, time.Since(created).Seconds(),
+				got.Status.Selected, got.Status.Started, got.Status.Succeeded, got.Status.Failed, st.writes.Load(), st.events.Load(), st.codes(), term-termBefore, rej-rejBefore)
 		}
 		time.Sleep(200 * time.Millisecond) // polling as kubectl wait would
 	}
@@ -289,8 +406,13 @@ func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Int
 	// The last writes' watch events reach the nodes after the status is complete.
 	time.Sleep(2 * time.Second)
 	cpuAfter := cpu(cp)
-	r := row{nodes: n, seconds: took, writes: st.writes.Load(), events: st.events.Load(), timeouts: st.timeouts.Load(), refused: st.refused.Load(),
-		apiCPU: cpuAfter[0] - cpuBefore[0], etcdCPU: cpuAfter[1] - cpuBefore[1]}
+	r := r0
+	r.nodes, r.seconds, r.writes, r.timeouts, r.refused = n, took, st.writes.Load(), st.timeouts.Load(), st.refused.Load()
+	r.marks = st.marks.Load()
+	r.events = st.events.Load() - r.marks
+	r.apiCPU, r.etcdCPU, r.selfCPU, r.codes = cpuAfter[0]-cpuBefore[0], cpuAfter[1]-cpuBefore[1], selfCPU()-selfBefore, st.codes()
+	termAfter, rejAfter := apiserverCounters(ctx, kube)
+	r.codes += fmt.Sprintf("; apiserver: %.0f watchers closed for falling behind, %.0f requests refused by APF", termAfter-termBefore, rejAfter-rejBefore)
 	sc := final.Status
 	r.conflicts = st.conflict.Load()
 	r.result = fmt.Sprintf("selected %d started %d succeeded %d failed %d (shown %d, +%d)", sc.Selected, sc.Started, sc.Succeeded, sc.Failed, len(sc.Failures), sc.FailuresNotShown)

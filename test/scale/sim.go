@@ -7,19 +7,24 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	notifnode "github.com/crishim/crishim/notification/node"
 	"github.com/crishim/crishim/shim/crishimv1"
 	"github.com/crishim/crishim/test/node"
 )
@@ -28,20 +33,45 @@ import (
 type stats struct {
 	inject   float64
 	writes   atomic.Int64 // POST, PUT, PATCH, DELETE
-	events   atomic.Int64 // watch events received (one JSON object per line)
+	events   atomic.Int64 // watch events received (one JSON object per line), bookmarks included
+	marks    atomic.Int64 // of which bookmarks: one a minute per watch, Notification or not
 	timeouts atomic.Int64 // 504s answered (injected ones included)
 	refused  atomic.Int64 // 4xx answers to writes other than 409 conflicts
 	conflict atomic.Int64 // 409 answers to writes
 	injected atomic.Int64
 	n        atomic.Int64
+
+	mu     sync.Mutex
+	byCode map[string]int // "<METHOD> <code>[ <reason>]" of answers other than 2xx
 }
 
 func (s *stats) reset() {
 	s.writes.Store(0)
 	s.events.Store(0)
+	s.marks.Store(0)
 	s.timeouts.Store(0)
 	s.refused.Store(0)
 	s.conflict.Store(0)
+	s.mu.Lock()
+	s.byCode = nil
+	s.mu.Unlock()
+}
+
+func (s *stats) answer(req *http.Request, code int) {
+	if code < 300 {
+		return
+	}
+	what := req.Method
+	if req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1" {
+		what = "WATCH"
+	}
+	k := fmt.Sprintf("%s-%d", what, code)
+	s.mu.Lock()
+	if s.byCode == nil {
+		s.byCode = map[string]int{}
+	}
+	s.byCode[k]++
+	s.mu.Unlock()
 }
 
 func (s *stats) wrap(rt http.RoundTripper) http.RoundTripper { return &counting{rt: rt, s: s} }
@@ -58,8 +88,10 @@ func (c *counting) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
+		c.s.answer(req, 999) // no answer: a transport error
 		return resp, err
 	}
+	c.s.answer(req, resp.StatusCode)
 	switch {
 	case resp.StatusCode == http.StatusGatewayTimeout:
 		c.s.timeouts.Add(1)
@@ -98,6 +130,9 @@ type eventCounter struct {
 func (e *eventCounter) Read(p []byte) (int, error) {
 	n, err := e.ReadCloser.Read(p)
 	e.s.events.Add(int64(bytes.Count(p[:n], []byte("\n"))))
+	// Each event is a line {"type":"BOOKMARK",...}; a read ending inside the marker
+	// misses one, rarely.
+	e.s.marks.Add(int64(bytes.Count(p[:n], []byte(`{"type":"BOOKMARK"`))))
 	return n, err
 }
 
@@ -177,4 +212,106 @@ func cpu(cp *node.Node) [2]float64 {
 		}
 	}
 	return out
+}
+
+// startPaced starts the nodes, at most parallel of them establishing their watch at once,
+// and returns when every one has synced (its first watch-list is in).
+func startPaced(ctx context.Context, nodes []*notifnode.Controller, parallel int, start func(*notifnode.Controller)) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	for _, c := range nodes {
+		g.Go(func() error {
+			start(c)
+			// Polls the informer's flag, as cache.WaitForCacheSync does.
+			return wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) { return c.HasSynced(), nil })
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("nodes establishing their watches: %w", err)
+	}
+	return nil
+}
+
+// profile writes a CPU profile of the apiserver, taken over d, to dir/name.pprof (the
+// apiserver runs with --profiling; the admin identity may read /debug/pprof).
+func profile(ctx context.Context, kube kubernetes.Interface, dir, name string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scale: profile %s: %v\n", name, err)
+	}
+}
+
+// goroutines writes the apiserver's goroutines, grouped by stack, to dir/name.txt: where
+// the watch cache's watchers wait (for an event, or on a client that does not read).
+func goroutines(ctx context.Context, kube kubernetes.Interface, dir, name string) {
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/goroutine").Param("debug", "1").DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".txt"), b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "scale: goroutines %s: %v\n", name, err)
+	}
+}
+
+// selfCPU is this process's CPU seconds so far: the simulated nodes and the aggregator.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// codes lists the answers other than 2xx the nodes got, by method and status code.
+func (s *stats) codes() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.byCode) == 0 {
+		return "answers: all 2xx"
+	}
+	keys := make([]string, 0, len(s.byCode))
+	for k := range s.byCode {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("answers other than 2xx:")
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s×%d", k, s.byCode[k])
+	}
+	return b.String()
+}
+
+// apiserverCounters reads from the apiserver's /metrics the watchers it closed for falling
+// behind (apiserver_terminated_watchers_total) and the requests APF refused
+// (apiserver_flowcontrol_rejected_requests_total), summed over their labels.
+func apiserverCounters(ctx context.Context, kube kubernetes.Interface) (terminated, rejected float64) {
+	b, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return -1, -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f[0], "apiserver_terminated_watchers_total{"):
+			terminated += v
+		case strings.HasPrefix(f[0], "apiserver_flowcontrol_rejected_requests_total{"):
+			rejected += v
+		}
+	}
+	return terminated, rejected
 }
