@@ -94,8 +94,12 @@ func summarize(n *v1alpha2.Notification, children []*v1alpha2.NodeNotification, 
 	switch {
 	case st.Failed > 0:
 		f := st.Failures[0]
+		where := f.PodName // a pod that failed as a whole (PodNotFound, NodeDidNotAnswer...) names no container
+		if f.ContainerName != "" {
+			where += "/" + f.ContainerName
+		}
 		set(v1alpha2.ConditionSucceeded, metav1.ConditionFalse, v1alpha2.ReasonFailed,
-			fmt.Sprintf("%d of %d pod(s) failed so far; first: %s/%s on %s: %s: %s", st.Failed, st.Selected, f.PodName, f.ContainerName, f.NodeName, f.Reason, f.Message))
+			fmt.Sprintf("%d of %d pod(s) failed so far; first: %s on %s: %s: %s", st.Failed, st.Selected, where, f.NodeName, f.Reason, f.Message))
 	case st.Succeeded == st.Selected:
 		set(v1alpha2.ConditionSucceeded, metav1.ConditionTrue, v1alpha2.ReasonAllSucceeded,
 			fmt.Sprintf("notifier %q succeeded in all %d pod(s)", notifier, st.Selected))

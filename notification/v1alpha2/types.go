@@ -128,24 +128,24 @@ type NotificationSpec struct {
 type NotificationStatus struct {
 	// Nodes that have selected pods (each has one NodeNotification per 40 of them).
 	// +optional
-	Nodes int32 `json:"nodes,omitempty"`
+	Nodes int32 `json:"nodes"`
 	// Selected pods: in the namespace, matching the selector, declaring the notifier, bound
 	// to a node, and created before the Notification. Fixed once Triggered is set.
 	// +optional
-	Selected int32 `json:"selected,omitempty"`
+	Selected int32 `json:"selected"`
 	// WithoutNotifier: pods the selector matched that declare no such notifier (not selected).
 	// +optional
 	WithoutNotifier int32 `json:"withoutNotifier,omitempty"`
 	// Started: selected pods whose node started the notifier.
 	// +optional
-	Started int32 `json:"started,omitempty"`
+	Started int32 `json:"started"`
 	// Succeeded: selected pods where the notifier succeeded in every declaring container.
 	// +optional
-	Succeeded int32 `json:"succeeded,omitempty"`
+	Succeeded int32 `json:"succeeded"`
 	// Failed: selected pods with a result other than success, including pods never run
 	// (their node did not answer in time, the pod was gone).
 	// +optional
-	Failed int32 `json:"failed,omitempty"`
+	Failed int32 `json:"failed"`
 	// Failures: the first failed pods, earliest result first (ties by node, then pod name),
 	// at most 10.
 	// +kubebuilder:validation:MaxItems=10
