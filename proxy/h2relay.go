@@ -156,7 +156,7 @@ func (r *relay) serve(l net.Listener) error {
 		r.mu.Lock()
 		if r.stopped {
 			r.mu.Unlock()
-			_ = nc.Close()
+			s.refuseLate()
 			continue
 		}
 		r.sessions[s] = struct{}{}

@@ -372,6 +372,31 @@ func (s *session) goAway() {
 	s.client.flush()
 }
 
+// lateRefusalWait bounds how long a connection accepted as Shutdown began is
+// read before it is closed (refuseLate).
+const lateRefusalWait = time.Second
+
+// refuseLate ends a session that was accepted as Shutdown began, before it
+// ran. Closed unread, its socket would reset its client (a unix socket
+// closed with unread data gives its peer ECONNRESET), failing every call the
+// client had waiting for the connection. Instead it gets our SETTINGS
+// (queued by newSession) and a GOAWAY that takes no stream, so its client
+// retries those calls on a new connection, which the listening socket
+// queues for the next crishim when systemd holds it; then what the client
+// sends is read and dropped until it closes, or lateRefusalWait passes.
+// Called by the accept loop, which Shutdown waits for: bounded and owned.
+func (s *session) refuseLate() {
+	defer s.cancel()
+	c := s.client
+	s.mu.Lock()
+	c.writeGoAway(0, http2.ErrCodeNo, "crishim is shutting down")
+	s.mu.Unlock()
+	c.flush()
+	_ = c.nc.SetReadDeadline(time.Now().Add(lateRefusalWait))
+	_, _ = io.Copy(io.Discard, c.nc)
+	_ = c.nc.Close()
+}
+
 // lastGoAway sends the second GOAWAY of a graceful close, once: from now on
 // new streams are refused. Callers hold mu.
 func (s *session) lastGoAway() {
