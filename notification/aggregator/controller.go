@@ -48,13 +48,12 @@ type Options struct {
 	// Workers reconcile this many Notifications at once [4].
 	Workers int
 	// FanOutWindow bounds the shares of one Notification created and not yet started by
-	// their nodes [8]. Every node's watch is filtered by the apiserver's watch cache, which
-	// for a custom resource hands each event to every watcher (no index for selectable
-	// fields): a fan-out faster than the watchers drain leaves them a backlog, and a watcher
-	// whose buffer is full (10 events when it was opened on a quiet resource) is closed and
-	// must be re-established, replaying what it missed. The window makes the fan-out go at
-	// the pace the nodes show they receive it (measured at 1,000 nodes: 32 → 3,513 watchers
-	// closed, 81 s; 8 → none, 49 s).
+	// their nodes [256]: the fan-out keeps at most this far ahead of what the nodes show they
+	// receive. It mattered when every node watched the shares (each event was filtered
+	// against every node's watch, and a burst overflowed the watchers' buffers: at 1,000
+	// nodes a window of 32 closed 3,513 watchers); with the inboxes, watched by name, a
+	// node's watch carries only its own events, and the window only keeps a fan-out to
+	// nodes that do not answer from running far ahead of them.
 	FanOutWindow int
 	// FanOutStall: a share not started this long after its creation no longer holds its
 	// place in the window (a node down or slow must not stop the fan-out) [30s].
@@ -65,16 +64,19 @@ type Options struct {
 
 // Controller is the aggregator.
 type Controller struct {
-	o        Options
-	log      *slog.Logger
-	queue    workqueue.TypedRateLimitingInterface[string]
-	notifs   cache.SharedIndexInformer
-	shares   cache.SharedIndexInformer
-	pods     cache.SharedIndexInformer
-	factory  informers.SharedInformerFactory
-	dfactory dynamicinformer.DynamicSharedInformerFactory
-	recorder record.EventRecorder
-	events   record.EventBroadcaster
+	o     Options
+	log   *slog.Logger
+	queue workqueue.TypedRateLimitingInterface[string]
+	// inboxQueue holds node names whose NotificationInbox may lack a share (inbox.go).
+	inboxQueue workqueue.TypedRateLimitingInterface[string]
+	notifs     cache.SharedIndexInformer
+	shares     cache.SharedIndexInformer
+	inboxes    cache.SharedIndexInformer
+	pods       cache.SharedIndexInformer
+	factory    informers.SharedInformerFactory
+	dfactory   dynamicinformer.DynamicSharedInformerFactory
+	recorder   record.EventRecorder
+	events     record.EventBroadcaster
 
 	mu        sync.Mutex
 	lastWrite map[types.UID]time.Time
@@ -92,6 +94,9 @@ type fanOutState struct {
 
 // fanOutParallel bounds the share creates in flight at once.
 const fanOutParallel = 32
+
+// inboxWorkers write this many nodes' inboxes at once.
+const inboxWorkers = 16
 
 // byParent indexes NodeNotifications by their Notification's UID.
 const byParent = "notification-uid"
@@ -111,7 +116,7 @@ func New(o Options) *Controller {
 		o.Workers = 4
 	}
 	if o.FanOutWindow == 0 {
-		o.FanOutWindow = 8
+		o.FanOutWindow = 256
 	}
 	if o.FanOutStall == 0 {
 		o.FanOutStall = 30 * time.Second
@@ -123,23 +128,28 @@ func New(o Options) *Controller {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{
-		o:         o,
-		log:       o.Log.With("component", "notification-controller"),
-		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		lastWrite: map[types.UID]time.Time{},
-		fanning:   map[types.UID]*fanOutState{},
+		o:          o,
+		log:        o.Log.With("component", "notification-controller"),
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		inboxQueue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		lastWrite:  map[types.UID]time.Time{},
+		fanning:    map[types.UID]*fanOutState{},
 	}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(o.Kube, 0, informers.WithTransform(slimPod))
 	c.pods = c.factory.Core().V1().Pods().Informer()
 	c.dfactory = dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, 10*time.Minute)
 	c.notifs = c.dfactory.ForResource(v1alpha2.Resource).Informer()
 	c.shares = c.dfactory.ForResource(v1alpha2.NodeResource).Informer()
-	_ = c.shares.AddIndexers(cache.Indexers{byParent: func(obj any) ([]string, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			return []string{u.GetLabels()[v1alpha2.LabelNotificationUID]}, nil
-		}
-		return nil, nil
-	}})
+	c.inboxes = c.dfactory.ForResource(v1alpha2.InboxResource).Informer()
+	_ = c.shares.AddIndexers(cache.Indexers{
+		byParent: func(obj any) ([]string, error) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				return []string{u.GetLabels()[v1alpha2.LabelNotificationUID]}, nil
+			}
+			return nil, nil
+		},
+		byNode: func(obj any) ([]string, error) { return []string{shareNode(obj)}, nil },
+	})
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -160,8 +170,17 @@ func New(o Options) *Controller {
 		}
 	}
 	_, _ = c.shares.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    parent,
-		UpdateFunc: func(_, obj any) { parent(obj) },
+		AddFunc: func(obj any) {
+			parent(obj)
+			c.inboxQueue.Add(shareNode(obj)) // list it in its node's inbox
+		},
+		UpdateFunc: func(_, obj any) {
+			parent(obj)
+			// A finished share makes room in a full inbox for one that waits.
+			if u, ok := obj.(*unstructured.Unstructured); ok && sharePhase(u) != "" && sharePhase(u) != v1alpha2.PhaseRunning && c.inboxFull(shareNode(obj)) {
+				c.inboxQueue.Add(shareNode(obj))
+			}
+		},
 	})
 	c.events = record.NewBroadcaster()
 	c.recorder = c.events.NewRecorder(eventScheme, corev1.EventSource{Component: "crishim-notification-controller"})
@@ -179,13 +198,14 @@ var eventScheme = func() *runtime.Scheme {
 // Run serves until ctx ends (the leader's term).
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
+	defer c.inboxQueue.ShutDown()
 	c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.o.Kube.CoreV1().Events("")})
 	defer c.events.Shutdown()
 	c.factory.Start(ctx.Done())
 	c.dfactory.Start(ctx.Done())
 	defer c.factory.Shutdown()
 	defer c.dfactory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.notifs.HasSynced, c.shares.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.notifs.HasSynced, c.shares.HasSynced, c.inboxes.HasSynced) {
 		return
 	}
 	c.log.Info("aggregating Notifications")
@@ -198,8 +218,19 @@ func (c *Controller) Run(ctx context.Context) {
 			}
 		}()
 	}
+	// Inboxes are per node, and a fleet's first Notification creates each (two round trips:
+	// its Node, then the inbox): more workers than Notifications need.
+	for range inboxWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.nextInbox(ctx) {
+			}
+		}()
+	}
 	<-ctx.Done()
 	c.queue.ShutDown()
+	c.inboxQueue.ShutDown()
 	wg.Wait()
 }
 
@@ -630,6 +661,13 @@ func decodeShare(obj any) (*v1alpha2.NodeNotification, error) {
 		return nil, fmt.Errorf("decode nodenotification %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return &n, nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured, out any) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
 }
 
 func toUnstructured(obj any) (*unstructured.Unstructured, error) {

@@ -37,7 +37,7 @@ type fixture struct {
 func newFixture(t *testing.T, n *v1alpha2.Notification, pods ...*corev1.Pod) *fixture {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		v1alpha2.Resource: "NotificationList", v1alpha2.NodeResource: "NodeNotificationList"}, mustUnstructured(t, n))
+		v1alpha2.Resource: "NotificationList", v1alpha2.NodeResource: "NodeNotificationList", v1alpha2.InboxResource: "NotificationInboxList"}, mustUnstructured(t, n))
 	f := &fixture{t: t, dyn: dyn, now: time.Now()}
 	// The apiserver stamps creation; the fake does not.
 	dyn.PrependReactor("create", "nodenotifications", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -65,8 +65,9 @@ func (f *fixture) sync() {
 	for _, r := range []struct {
 		gvr schema.GroupVersionResource
 		idx interface{ Replace([]any, string) error }
-	}{{v1alpha2.Resource, f.c.notifs.GetIndexer()}, {v1alpha2.NodeResource, f.c.shares.GetIndexer()}} {
-		l, err := f.dyn.Resource(r.gvr).Namespace("default").List(context.Background(), metav1.ListOptions{})
+		ns  string
+	}{{v1alpha2.Resource, f.c.notifs.GetIndexer(), "default"}, {v1alpha2.NodeResource, f.c.shares.GetIndexer(), "default"}, {v1alpha2.InboxResource, f.c.inboxes.GetIndexer(), ""}} {
+		l, err := f.dyn.Resource(r.gvr).Namespace(r.ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			f.t.Fatal(err)
 		}

@@ -49,17 +49,20 @@ type Options struct {
 	RunnerID string
 }
 
-// Controller runs this node's NodeNotifications.
+// Controller runs this node's NodeNotifications. It watches one object, the node's
+// NotificationInbox, by name, and reads each share the inbox lists: the apiserver's watch
+// cache indexes a watch by name, so what the node watches costs the apiserver the same
+// whatever the number of nodes.
 type Controller struct {
 	o        Options
 	log      *slog.Logger
 	runner   string // status.runner of the objects this process starts
-	queue    workqueue.TypedRateLimitingInterface[string]
-	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[v1alpha2.ShareRef]
+	informer cache.SharedIndexInformer // the inbox
 	res      dynamic.NamespaceableResourceInterface
 
 	mu sync.Mutex
-	// work is what this process did per object UID, until the object is deleted: started
+	// work is what this process did per object UID, until the inbox no longer lists it: started
 	// (so a cache that lags behind this process's own Running write never starts it again)
 	// and, once the runs ended, the results, kept until the Finished write lands.
 	work map[types.UID]*work
@@ -95,38 +98,67 @@ func New(o Options) *Controller {
 		o:      o,
 		log:    o.Log.With("component", "notifications", "node", o.NodeName),
 		runner: o.NodeName + "/" + o.RunnerID,
-		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[v1alpha2.ShareRef]()),
 		res:    o.Dynamic.Resource(v1alpha2.NodeResource),
 		work:   map[types.UID]*work{},
 	}
-	// Only this node's objects: the apiserver filters by the CRD's selectable field, so a
-	// node's watch carries its own work and nothing of the other nodes'.
-	selector := fields.OneTermEqualSelector("spec.nodeName", o.NodeName).String()
+	// Only this node's inbox, by name: the watch cache hands this watch the events of one
+	// object, where a selectable field of a custom resource would have it filter every event
+	// of every node's shares.
+	selector := fields.OneTermEqualSelector("metadata.name", o.NodeName).String()
+	inboxes := o.Dynamic.Resource(v1alpha2.InboxResource)
 	c.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			l, err := c.res.List(ctx, opts)
+			l, err := inboxes.List(ctx, opts)
 			c.watchResult(err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			w, err := c.res.Watch(ctx, opts)
+			w, err := inboxes.Watch(ctx, opts)
 			c.watchResult(err)
 			return w, err
 		},
 	}, &unstructured.Unstructured{}, o.Resync, cache.Indexers{})
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
-		}
-	}
 	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: c.forget,
+		AddFunc:    c.inboxChanged,
+		UpdateFunc: func(_, obj any) { c.inboxChanged(obj) },
+		DeleteFunc: func(any) { c.inboxChanged(nil) },
 	})
 	return c
+}
+
+// inboxChanged queues every share the inbox lists that this process has not finished, and
+// forgets the records of the shares it no longer lists.
+func (c *Controller) inboxChanged(obj any) {
+	var in v1alpha2.NotificationInbox
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &in); err != nil {
+			c.log.Warn("notification: undecodable inbox", "err", err)
+			return
+		}
+	}
+	listed := make(map[types.UID]bool, len(in.Spec.Shares))
+	for _, ref := range in.Spec.Shares {
+		listed[types.UID(ref.UID)] = true
+	}
+	c.mu.Lock()
+	for uid, w := range c.work {
+		if !listed[uid] && !w.running && (w.results == nil || w.finished) {
+			delete(c.work, uid)
+		}
+	}
+	var todo []v1alpha2.ShareRef
+	for _, ref := range in.Spec.Shares {
+		if w := c.work[types.UID(ref.UID)]; w == nil || !w.finished && !w.running {
+			todo = append(todo, ref)
+		}
+	}
+	c.mu.Unlock()
+	for _, ref := range todo {
+		c.queue.Add(ref)
+	}
 }
 
 // watchResult makes an unreachable apiserver a warning and a metric instead of silence; the
@@ -135,19 +167,19 @@ func (c *Controller) watchResult(err error) {
 	c.o.Metrics.WatchUp(err == nil)
 	if err != nil {
 		c.o.Metrics.APIError("watch")
-		c.log.Warn("list or watch of NodeNotifications failed; retrying", "err", err)
+		c.log.Warn("list or watch of this node's NotificationInbox failed; retrying", "err", err)
 	}
 }
 
-// HasSynced reports whether the first list (or watch-list) of this node's objects is in:
-// from then on the node is watching, and a new share reaches it as one watch event.
+// HasSynced reports whether the first list (or watch-list) of this node's inbox is in: from
+// then on the node is watching, and a new share reaches it as one watch event.
 func (c *Controller) HasSynced() bool { return c.informer.HasSynced() }
 
 // Run serves until ctx ends. The CRI path never waits on it.
 func (c *Controller) Run(ctx context.Context) {
 	defer c.queue.ShutDown()
 	go c.informer.RunWithContext(ctx)
-	c.log.Info("watching this node's NodeNotifications")
+	c.log.Info("watching this node's NotificationInbox")
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return
 	}
@@ -166,35 +198,46 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
+	ref, quit := c.queue.Get()
 	if quit {
 		return false
 	}
-	defer c.queue.Done(key)
-	if err := c.reconcile(ctx, key); err != nil {
-		c.log.Warn("notification: will retry", "nodenotification", key, "err", err)
-		c.queue.AddRateLimited(key)
+	defer c.queue.Done(ref)
+	if err := c.reconcile(ctx, ref); err != nil {
+		c.log.Warn("notification: will retry", "nodenotification", ref.Namespace+"/"+ref.Name, "err", err)
+		c.queue.AddRateLimited(ref)
 		return true
 	}
-	c.queue.Forget(key)
+	c.queue.Forget(ref)
 	return true
 }
 
-// reconcile takes one object one step: start it (the Running write, then the runs, then the
-// Finished write), record a predecessor's interrupted runs, or retry a Finished write.
-func (c *Controller) reconcile(ctx context.Context, key string) error {
-	obj, exists, err := c.informer.GetIndexer().GetByKey(key)
-	if err != nil || !exists {
-		return err
+// reconcile takes one share one step: start it (the Running write, then the runs, then the
+// Finished write), record a predecessor's interrupted runs, or retry a Finished write. It
+// reads the share from the apiserver, unless this process already finished it or runs it.
+func (c *Controller) reconcile(ctx context.Context, ref v1alpha2.ShareRef) error {
+	w := c.workOf(types.UID(ref.UID))
+	c.mu.Lock()
+	done := w.finished || w.running
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	obj, err := c.res.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // its Notification was deleted
+	}
+	if err != nil {
+		c.o.Metrics.APIError("get")
+		return fmt.Errorf("read share %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	nn, err := decode(obj)
 	if err != nil {
 		return err
 	}
-	if nn.Spec.NodeName != c.o.NodeName {
-		return nil // the field selector should never let one through
+	if string(nn.UID) != ref.UID || nn.Spec.NodeName != c.o.NodeName {
+		return nil // a share of the same name made again, or not this node's: not listed work
 	}
-	w := c.workOf(nn.UID)
 	switch nn.Status.Phase {
 	case v1alpha2.PhaseFinished, v1alpha2.PhaseExpired:
 		return nil
@@ -447,18 +490,6 @@ func (c *Controller) workOf(uid types.UID) *work {
 		c.work[uid] = w
 	}
 	return w
-}
-
-// forget drops a deleted object's record.
-func (c *Controller) forget(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		c.mu.Lock()
-		delete(c.work, u.GetUID())
-		c.mu.Unlock()
-	}
 }
 
 func decode(obj any) (*v1alpha2.NodeNotification, error) {

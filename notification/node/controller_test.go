@@ -20,8 +20,8 @@ import (
 	"github.com/crishim/crishim/shim/crishimv1"
 )
 
-// The tests run one node's controller against client-go's fake dynamic client, with the
-// informer's cache filled by hand, and call reconcile as the work queue would.
+// The tests run one node's controller against client-go's fake dynamic client and call
+// reconcile as the work queue would, with the share its inbox lists.
 
 const testNode = "node-a"
 
@@ -40,20 +40,12 @@ func newFixture(t *testing.T, nn *v1alpha2.NodeNotification, pods ...*runtimeapi
 		map[schema.GroupVersionResource]string{v1alpha2.NodeResource: "NodeNotificationList"}, u)
 	f := &fixture{t: t, dyn: dyn, runner: &countingRunner{calls: map[string]int{}}, pods: pods}
 	f.restart("first")
-	f.cache(nn)
 	return f
 }
 
 // restart is a new crishim process: nothing remembered.
 func (f *fixture) restart(id string) {
 	f.c = New(Options{Dynamic: f.dyn, NodeName: testNode, Pods: fakePods{items: f.pods}, Runner: f.runner, RunnerID: id})
-}
-
-func (f *fixture) cache(nn *v1alpha2.NodeNotification) {
-	f.t.Helper()
-	if err := f.c.informer.GetIndexer().Add(mustUnstructured(f.t, nn)); err != nil {
-		f.t.Fatal(err)
-	}
 }
 
 // stored is what the apiserver (the fake's tracker) holds.
@@ -70,8 +62,21 @@ func (f *fixture) stored() *v1alpha2.NodeNotification {
 	return nn
 }
 
+var listed = v1alpha2.ShareRef{Namespace: "default", Name: "share", UID: "share-uid"}
+
 func (f *fixture) reconcile() error {
-	return f.c.reconcile(context.Background(), "default/share")
+	return f.c.reconcile(context.Background(), listed)
+}
+
+// reads counts the shares the node read from the apiserver.
+func (f *fixture) reads() int {
+	n := 0
+	for _, a := range f.dyn.Actions() {
+		if a.GetVerb() == "get" {
+			n++
+		}
+	}
+	return n
 }
 
 // statusWrites counts the status updates the node sent.
@@ -130,35 +135,50 @@ func TestRunsEachPodOnceAndWritesTwice(t *testing.T) {
 	if f.runner.count("sb-a") != 1 || f.statusWrites() != 2 {
 		t.Errorf("runs %v, status writes %d; want one run, two writes", f.runner.calls, f.statusWrites())
 	}
-	// A cache still at the Running write (its watch event came, Finished's not yet):
-	// nothing more is written.
-	running := f.stored()
-	running.Status.Phase, running.Status.FinishedAt = v1alpha2.PhaseRunning, nil
-	f.cache(running)
-	if err := f.reconcile(); err != nil || f.statusWrites() != 2 {
-		t.Errorf("on the Running view: err %v, writes %d, want 2", err, f.statusWrites())
-	}
-	// The watch brings back Finished: nothing more.
-	f.cache(f.stored())
-	if err := f.reconcile(); err != nil || f.runner.count("sb-a") != 1 || f.statusWrites() != 2 {
-		t.Errorf("after Finished: err %v, runs %v, writes %d", err, f.runner.calls, f.statusWrites())
+	// The inbox lists it again (another share added): nothing read, run or written.
+	reads := f.reads()
+	if err := f.reconcile(); err != nil || f.runner.count("sb-a") != 1 || f.statusWrites() != 2 || f.reads() != reads {
+		t.Errorf("listed again: err %v, runs %v, writes %d, reads %d (was %d)", err, f.runner.calls, f.statusWrites(), f.reads(), reads)
 	}
 }
 
-// TestStaleCacheDoesNotRunAgain: while this process's Running write has not come back
-// through the watch, a reconcile on the old view runs nothing.
-func TestStaleCacheDoesNotRunAgain(t *testing.T) {
-	nn := share("a")
-	f := newFixture(t, nn, sandbox("a", true))
+// TestInboxQueuesWhatIsLeft: an inbox event queues the listed shares this process has not
+// finished nor is running, and forgets the records of shares no longer listed.
+func TestInboxQueuesWhatIsLeft(t *testing.T) {
+	f := newFixture(t, share("a"), sandbox("a", true))
 	if err := f.reconcile(); err != nil {
 		t.Fatal(err)
 	}
-	f.cache(nn) // the view before any write
-	if err := f.reconcile(); err != nil {
-		t.Fatal(err)
+	other := v1alpha2.ShareRef{Namespace: "default", Name: "other", UID: "other-uid"}
+	f.c.inboxChanged(mustUnstructured(t, &v1alpha2.NotificationInbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testNode},
+		Spec:       v1alpha2.NotificationInboxSpec{Shares: []v1alpha2.ShareRef{listed, other}}}))
+	if f.c.queue.Len() != 1 {
+		t.Fatalf("queued %d, want only the share not finished", f.c.queue.Len())
 	}
-	if f.runner.count("sb-a") != 1 {
-		t.Errorf("ran %d times", f.runner.count("sb-a"))
+	if got, _ := f.c.queue.Get(); got != other {
+		t.Errorf("queued %+v, want %+v", got, other)
+	}
+	f.c.inboxChanged(mustUnstructured(t, &v1alpha2.NotificationInbox{ObjectMeta: metav1.ObjectMeta{Name: testNode}}))
+	f.c.mu.Lock()
+	left := len(f.c.work)
+	f.c.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d records kept after the inbox dropped every share", left)
+	}
+}
+
+// TestGoneOrReplacedShareRunsNothing: a listed share deleted since (its Notification went),
+// or made again under the same name (another UID), is not this entry's work.
+func TestGoneOrReplacedShareRunsNothing(t *testing.T) {
+	f := newFixture(t, share("a"), sandbox("a", true))
+	for _, ref := range []v1alpha2.ShareRef{{Namespace: "default", Name: "gone", UID: "gone-uid"}, {Namespace: "default", Name: "share", UID: "older-uid"}} {
+		if err := f.c.reconcile(context.Background(), ref); err != nil {
+			t.Errorf("%+v: %v", ref, err)
+		}
+	}
+	if f.runner.count("sb-a") != 0 || f.statusWrites() != 0 {
+		t.Errorf("runs %v, writes %d; want none", f.runner.calls, f.statusWrites())
 	}
 }
 

@@ -10,12 +10,14 @@ var (
 	SchemeGroupVersion = schema.GroupVersion{Group: "crishim.io", Version: "v1alpha2"}
 	Resource           = SchemeGroupVersion.WithResource("notifications")
 	NodeResource       = SchemeGroupVersion.WithResource("nodenotifications")
+	InboxResource      = SchemeGroupVersion.WithResource("notificationinboxes")
 )
 
 // Kinds.
 const (
-	Kind     = "Notification"
-	NodeKind = "NodeNotification"
+	Kind      = "Notification"
+	NodeKind  = "NodeNotification"
+	InboxKind = "NotificationInbox"
 )
 
 // Condition types of a Notification and the reasons the aggregator sets on them. Once True
@@ -79,6 +81,9 @@ const (
 	MaxMessage = 128
 	// MaxReason bytes of a reason.
 	MaxReason = 64
+	// MaxInboxShares a node's inbox lists at once, oldest first; later shares wait for a
+	// place (42 Notifications at once on a node of 110 pods).
+	MaxInboxShares = 128
 )
 
 // DefaultExpirationSeconds is spec.expirationSeconds when unset.
@@ -327,4 +332,50 @@ type NodeNotificationList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeNotification `json:"items"`
+}
+
+// NotificationInbox lists one node's NodeNotifications, newest last: it is named after the
+// node and written by the notification controller alone. The node's crishim watches this
+// one object by name (metadata.name=<node>), a watch the apiserver's watch cache indexes, so
+// a share event is handed to one watcher and not filtered against every node's (a custom
+// resource's selectable field has no such index); the node then reads each share it lists.
+// Owned by its Node when that exists, so deleting the node deletes it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=notifinbox
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NotificationInbox struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec NotificationInboxSpec `json:"spec"`
+}
+
+// NotificationInboxSpec is the node's work, by reference.
+type NotificationInboxSpec struct {
+	// Shares are the node's NodeNotifications not yet finished when the list was last
+	// written (finished ones leave it at the next write), oldest first.
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=atomic
+	// +optional
+	Shares []ShareRef `json:"shares"`
+}
+
+// ShareRef names one NodeNotification.
+type ShareRef struct {
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=36
+	UID string `json:"uid"`
+}
+
+// NotificationInboxList is a list of NotificationInboxes.
+//
+// +kubebuilder:object:root=true
+type NotificationInboxList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NotificationInbox `json:"items"`
 }

@@ -148,10 +148,10 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 		}
 		b.restart(t)
 		// The signal that both restarted crishims have looked at every NodeNotification of
-		// theirs: a new Notification, created now, completed by both. Each queues the objects
-		// of its first list before it starts working and before any later one, and takes them
-		// in order, so by the time it has run the new one it has taken up the old ones; and
-		// those are Finished, which a node reconciles without running anything.
+		// theirs: a new Notification, created now, completed by both. Each queues the shares
+		// its inbox lists when it first reads it, before any later one, and takes them in
+		// order, so by the time it has run the new one it has taken up the old ones; and
+		// those are Finished, which a node reads without running anything.
 		obj := group + "-mark"
 		createNotification(t, obj, "mark", group)
 		waitNotification(t, ctx, dyn, obj, func(n *v1alpha2.Notification) bool {
@@ -176,6 +176,31 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 			t.Errorf("node B ran quiesce %q times", out)
 		}
 	})
+	t.Run("each node's inbox, owned by its Node", func(t *testing.T) {
+		// Node B's inbox lists its share of a Notification (finished shares stay listed
+		// until the next write); its Node owns it, so deleting the node deletes it.
+		inboxes := dyn.Resource(v1alpha2.InboxResource)
+		for _, node := range []string{testNode.Name, b.name} {
+			u, err := inboxes.Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("inbox of %s: %v", node, err)
+			}
+			var in v1alpha2.NotificationInbox
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &in); err != nil {
+				t.Fatal(err)
+			}
+			n, err := testNode.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := in.OwnerReferences; len(o) != 1 || o[0].Kind != "Node" || o[0].UID != n.UID {
+				t.Errorf("inbox of %s owned by %+v, want its Node %s", node, o, n.UID)
+			}
+			if len(in.Spec.Shares) == 0 {
+				t.Errorf("inbox of %s lists no share", node)
+			}
+		}
+	})
 	t.Run("a deleted Notification takes its NodeNotifications", func(t *testing.T) {
 		// The garbage collector of the node's kube-controller-manager deletes them by their
 		// owner reference.
@@ -187,6 +212,18 @@ func TestNotificationAcrossTwoNodes(t *testing.T) {
 		eventually(t, time.Minute, func() error {
 			if shares := nodeNotifications(t, ctx, dyn, n); len(shares) != 0 {
 				return fmt.Errorf("%d NodeNotifications of the deleted Notification left", len(shares))
+			}
+			return nil
+		})
+	})
+	t.Run("a deleted node takes its inbox", func(t *testing.T) {
+		if err := testNode.Clientset.CoreV1().Nodes().Delete(ctx, b.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			_, err := dyn.Resource(v1alpha2.InboxResource).Get(ctx, b.name, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("inbox of the deleted node %s: %v, want NotFound", b.name, err)
 			}
 			return nil
 		})

@@ -83,8 +83,8 @@ func parse() (config, error) {
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up on one run after this long")
 	flag.BoolVar(&c.keep, "keep", false, "leave etcd and the apiserver running")
 	flag.IntVar(&c.startParallel, "start-parallel", 50, "nodes establishing their watch at once before the Notification is created")
-	flag.Float64Var(&c.aggQPS, "aggregator-qps", 50, "the aggregator's client-side request rate (crishim-notification-controller --kube-api-qps)")
-	flag.IntVar(&c.aggBurst, "aggregator-burst", 100, "the aggregator's client-side burst (crishim-notification-controller --kube-api-burst)")
+	flag.Float64Var(&c.aggQPS, "aggregator-qps", 200, "the aggregator's client-side request rate (crishim-notification-controller --kube-api-qps)")
+	flag.IntVar(&c.aggBurst, "aggregator-burst", 400, "the aggregator's client-side burst (crishim-notification-controller --kube-api-burst)")
 	flag.IntVar(&c.window, "fan-out-window", 0, "the aggregator's shares created and not yet started at a time (0: its default)")
 	flag.StringVar(&c.pprof, "pprof", "", "write the apiserver's CPU profiles (watch start, run) into this directory")
 	flag.Parse()
@@ -242,11 +242,12 @@ func waitCRDs(ctx context.Context, dyn dynamic.Interface) error {
 	for {
 		_, err1 := dyn.Resource(v1alpha2.Resource).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
 		_, err2 := dyn.Resource(v1alpha2.NodeResource).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
-		if err1 == nil && err2 == nil {
+		_, err3 := dyn.Resource(v1alpha2.InboxResource).List(ctx, metav1.ListOptions{Limit: 1})
+		if err1 == nil && err2 == nil && err3 == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.Join(err1, err2)
+			return errors.Join(err1, err2, err3)
 		}
 		time.Sleep(500 * time.Millisecond) // polling the apiserver for a CRD to be served
 	}
@@ -266,7 +267,7 @@ func restConfig(kubeconfig string, st *stats) (*rest.Config, error) {
 func runOnce(ctx context.Context, cfg config, cp *node.Node, kube kubernetes.Interface, dyn dynamic.Interface, n, round int) (row, error) {
 	app := fmt.Sprintf("scale-%d", round)
 	if cfg.aggQPS == 0 {
-		cfg.aggQPS, cfg.aggBurst = 50, 100 // the Deployment's defaults
+		cfg.aggQPS, cfg.aggBurst = 200, 400 // the Deployment's defaults
 	}
 	if cfg.startParallel == 0 {
 		cfg.startParallel = 50
@@ -457,11 +458,25 @@ func largest(ctx context.Context, dyn dynamic.Interface, app string) (int, error
 			return 0, err
 		}
 	}
+	inboxes, err := dyn.Resource(v1alpha2.InboxResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for i := range inboxes.Items {
+		if err := measure(&inboxes.Items[i]); err != nil {
+			return 0, err
+		}
+	}
 	return maxSize, nil
 }
 
-// cleanup deletes the run's objects; no garbage collector runs here, so the shares too.
+// cleanup deletes the run's objects; no garbage collector runs here, so the shares too. The
+// inboxes go as well: the simulated nodes of each run are new, so each run measures a
+// fleet's first Notification, inboxes created.
 func cleanup(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, app string, uid any) error {
+	if err := dyn.Resource(v1alpha2.InboxResource).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return err
+	}
 	if err := dyn.Resource(v1alpha2.NodeResource).Namespace("default").DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%v", v1alpha2.LabelNotificationUID, uid)}); err != nil {
 		return err

@@ -182,6 +182,21 @@ func TestNodesCannotForgeResults(t *testing.T) {
 	_ = unstructured.SetNestedField(parent.Object, int64(1), "status", "succeeded")
 	_, err = b.Resource(v1alpha2.Resource).Namespace("default").UpdateStatus(ctx, parent, metav1.UpdateOptions{})
 	refused("node B writing the Notification's counts", err)
+	// Inboxes: a node reads its own by name and writes none, its own included.
+	inbox := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha2.SchemeGroupVersion.String(), "kind": v1alpha2.InboxKind,
+		"metadata": map[string]any{"name": nodeB}, "spec": map[string]any{"shares": []any{map[string]any{"namespace": "default", "name": shareA.GetName(), "uid": string(shareA.GetUID())}}}}}
+	_, err = b.Resource(v1alpha2.InboxResource).Create(ctx, inbox, metav1.CreateOptions{})
+	refused("node B writing its inbox", err)
+	if _, err := admin.Resource(v1alpha2.InboxResource).Create(ctx, inbox, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resource(v1alpha2.InboxResource).Get(ctx, nodeB, metav1.GetOptions{}); err != nil {
+		t.Errorf("node B reading its inbox: %v", err)
+	}
+	_, err = b.Resource(v1alpha2.InboxResource).Update(ctx, inbox, metav1.UpdateOptions{})
+	refused("node B updating its inbox", err)
+	refused("node B deleting its inbox", b.Resource(v1alpha2.InboxResource).Delete(ctx, nodeB, metav1.DeleteOptions{}))
+	_ = admin.Resource(v1alpha2.InboxResource).Delete(ctx, nodeB, metav1.DeleteOptions{})
 }
 
 func nodeDynamic(t *testing.T, name string) dynamic.Interface {
