@@ -16,7 +16,7 @@ type notificationsConfig struct {
 
 func (n *notificationsConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.kubeconfig, "kubeconfig", "", "kubeconfig for the apiserver: serve this node's part of Notifications (crishim.io/v1alpha2); empty: in-cluster config if crishim runs in a pod, else no Notifications")
-	fs.StringVar(&n.nodeName, "node-name", "", "this node's name: crishim runs the NodeNotifications whose spec.nodeName it is [hostname]; must match the kubelet's")
+	fs.StringVar(&n.nodeName, "node-name", "", "this node's name: crishim runs the NodeNotifications its NotificationInbox of this name lists [hostname]; must match the kubelet's")
 }
 
 func (n *notificationsConfig) finish() error {

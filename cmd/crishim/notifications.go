@@ -35,7 +35,7 @@ func (cfg notificationsConfig) restConfig() (*rest.Config, error) {
 }
 
 // startNotifications runs this node's side of the Notification API (notification/node: the
-// NodeNotifications whose spec.nodeName is --node-name), when configured, until ctx ends or
+// NodeNotifications listed in the NotificationInbox named --node-name), when configured, until ctx ends or
 // stop is called; done is closed once it has ended (nil: not configured). An unreachable
 // apiserver is not an error here: the controller warns and retries, and CRI keeps working;
 // only a kubeconfig that cannot be read stops crishim at start. The aggregator that fans

@@ -217,9 +217,10 @@ const (
 )
 
 // NodeNotification is one node's share of a Notification: up to 40 of its selected pods.
-// The aggregator creates it (owned by the Notification, so deleting that deletes it); the
-// node named in spec.nodeName watches it by a field selector on that name and writes its
-// status at most twice: when it starts, when it has finished.
+// The aggregator creates it (owned by the Notification, so deleting that deletes it) and
+// lists it in the NotificationInbox of the node named in spec.nodeName; that node reads it
+// and writes its status at most twice: when it starts, when it has finished. spec.nodeName
+// is a selectable field, for operators (kubectl get nodenotifications --field-selector).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
