@@ -278,6 +278,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	c.mu.Lock()
 	delete(c.fanning, n.UID)
 	c.mu.Unlock()
+	if wait := c.writeWait(n.UID, now); wait > 0 {
+		// Written less than WriteInterval ago: sum up once the interval is over, in one
+		// pass for every result that came in meanwhile. Summing decodes every share, so
+		// doing it on each share's event would cost O(N) per event, O(N²) per Notification.
+		return wait, nil
+	}
 	children, err := c.children(n)
 	if err != nil {
 		return 0, err
@@ -294,9 +300,6 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	}
 	if sameStatus(st, n.Status) {
 		return again, nil
-	}
-	if wait := c.writeWait(n.UID, now); wait > 0 {
-		return wait, nil // batch: the results that arrive meanwhile go in one write
 	}
 	failedNow := !isFalse(n, v1alpha2.ConditionSucceeded) && isFalseIn(st, v1alpha2.ConditionSucceeded)
 	if err := c.writeStatus(ctx, n, st); err != nil {

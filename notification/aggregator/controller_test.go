@@ -395,3 +395,32 @@ func TestFanOutFollowsTheNodes(t *testing.T) {
 		t.Errorf("after the fan-out: %+v, %d shares", n.Status, len(f.shares()))
 	}
 }
+
+// TestOneSumPerInterval: results that come in less than WriteInterval after a status write
+// are summed and written together once it is over, not one pass over every share each.
+func TestOneSumPerInterval(t *testing.T) {
+	old := created.Add(-time.Hour)
+	f := newFixture(t, notification(), pod("a1", "node-a", true, old), pod("b1", "node-b", true, old))
+	f.reconcile() // fan-out, and its status write
+	writes := func() int {
+		n := 0
+		for _, a := range f.dyn.Actions() {
+			if a.GetResource() == v1alpha2.Resource && a.GetVerb() == "update" {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	for _, s := range f.shares() {
+		f.finish(s, v1alpha2.PodSucceeded, "")
+		if again := f.reconcile(); again <= 0 || writes() != before {
+			t.Fatalf("within the interval: again %v, %d writes; want a wait and none", again, writes()-before)
+		}
+	}
+	f.now = f.now.Add(time.Second)
+	f.reconcile()
+	if n := f.notification(); writes() != before+1 || n.Status.Succeeded != 2 {
+		t.Errorf("after the interval: %d writes, succeeded %d; want one write with both", writes()-before, n.Status.Succeeded)
+	}
+}
