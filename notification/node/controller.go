@@ -258,11 +258,10 @@ func (c *Controller) reconcile(ctx context.Context, ref v1alpha2.ShareRef) error
 		return c.finish(ctx, nn, results, rv) // an earlier Finished write failed
 	case running:
 		return nil // the worker that started it writes the result
-	case nn.Status.Phase == v1alpha2.PhaseRunning:
-		// Ours by runner, but this process holds no record of it: never happens unless
-		// RunnerID repeats; treat as interrupted rather than run twice.
-		return c.finish(ctx, nn, interrupted(nn), nn.ResourceVersion)
 	}
+	// Not started, or Running in this process's name: its Running write landed though the
+	// answer and the read back failed (a 504, then the apiserver away). Runs begin only
+	// after a confirmed Running write, so nothing of it ran yet: start confirms it and runs.
 	return c.start(ctx, nn, w)
 }
 
@@ -301,13 +300,36 @@ func (c *Controller) start(ctx context.Context, nn *v1alpha2.NodeNotification, w
 	w.running, w.started = true, &now
 	c.mu.Unlock()
 	status := v1alpha2.NodeNotificationStatus{Phase: v1alpha2.PhaseRunning, Runner: c.runner, StartedAt: &now, Pods: pods}
-	rv, err := c.writeStatus(ctx, nn, nn.ResourceVersion, status)
+	rv, err := nn.ResourceVersion, error(nil)
+	if nn.Status.Phase == v1alpha2.PhaseRunning && nn.Status.Runner == c.runner {
+		// Recorded already (see reconcile): the pods as recorded then. A recorded failure
+		// stands; a pod recorded Running and gone since is not run.
+		if len(nn.Status.Pods) != len(pods) {
+			return c.finish(ctx, nn, interrupted(nn), nn.ResourceVersion)
+		}
+		for i, r := range nn.Status.Pods {
+			switch {
+			case r.State != v1alpha2.PodRunning:
+				sandboxes[i] = nil
+			case sandboxes[i] == nil:
+				r.State, r.Reason, r.Message = pods[i].State, pods[i].Reason, pods[i].Message
+			}
+			pods[i] = r
+		}
+		status = nn.Status
+		status.Pods = pods
+		c.mu.Lock()
+		w.running, w.started = true, status.StartedAt
+		c.mu.Unlock()
+	} else {
+		rv, err = c.writeStatus(ctx, nn, nn.ResourceVersion, status)
+	}
 	if err != nil {
 		c.mu.Lock()
 		w.running, w.started = false, nil
 		c.mu.Unlock()
 		if errors.Is(err, errNotOurs) {
-			return nil // someone else decided (the aggregator expired it): the watch brings it
+			return nil // someone else decided (the aggregator expired it): nothing left here
 		}
 		return err // not recorded, so not run: the retry starts over
 	}

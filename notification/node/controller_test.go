@@ -324,3 +324,39 @@ func (r *countingRunner) count(pod string) int {
 	defer r.mu.Unlock()
 	return r.calls[pod]
 }
+
+// TestLandedStartUnconfirmedRunsOnce: the Running write is stored but answered 504, and the
+// read back fails too (the apiserver was briefly away): the retry finds Running in this
+// process's name with nothing run (runs begin only after a confirmed Running), so it runs
+// the pods once and records their results, never a false Interrupted.
+func TestLandedStartUnconfirmedRunsOnce(t *testing.T) {
+	f := newFixture(t, share("a"), sandbox("a", true))
+	updates, gets := 0, 0
+	f.dyn.PrependReactor("update", "nodenotifications", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		updates++
+		if updates > 1 {
+			return false, nil, nil
+		}
+		if err := f.dyn.Tracker().Update(v1alpha2.NodeResource, a.(k8stesting.UpdateAction).GetObject(), "default"); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewTimeoutError("request did not complete within the allotted timeout", 1)
+	})
+	f.dyn.PrependReactor("get", "nodenotifications", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		if gets == 2 { // the read back after the 504
+			return true, nil, apierrors.NewServiceUnavailable("apiserver shutting down")
+		}
+		return false, nil, nil
+	})
+	if err := f.reconcile(); err == nil {
+		t.Fatal("an unconfirmed start: want an error to retry")
+	}
+	if err := f.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	st := f.stored().Status
+	if st.Phase != v1alpha2.PhaseFinished || len(st.Pods) != 1 || st.Pods[0].State != v1alpha2.PodSucceeded || f.runner.count("sb-a") != 1 {
+		t.Errorf("status %+v, runs %v; want one run, succeeded", st, f.runner.calls)
+	}
+}
