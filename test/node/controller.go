@@ -54,7 +54,7 @@ func (n *Node) installManifests(ctx context.Context, controller bool) error {
 	if _, err := n.Kubectl(ctx, nil, args...); err != nil {
 		return fmt.Errorf("install %s: %w", dir, err)
 	}
-	if _, err := n.Kubectl(ctx, nil, "wait", "--for=condition=Established", "crd/notifications.crishim.io", "crd/nodenotifications.crishim.io", "--timeout=60s"); err != nil {
+	if _, err := n.Kubectl(ctx, nil, "wait", "--for=condition=Established", "crd/notifications.crishim.io", "crd/nodenotifications.crishim.io", "crd/notificationinboxes.crishim.io", "--timeout=60s"); err != nil {
 		return err
 	}
 	if !controller {
