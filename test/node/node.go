@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -537,7 +538,8 @@ func removeLogLinks(podLogs string) error {
 	for _, e := range entries {
 		p := filepath.Join(containerLogLinks, e.Name())
 		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, podLogs+"/") {
-			if err := os.Remove(p); err != nil {
+			// ENOENT: a kubelet still running removed it meanwhile (its own cleanup).
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
