@@ -168,6 +168,7 @@ func TestPullThroughMirrors(t *testing.T) {
 	}
 	defer reg.Close()
 	c := startHarness(t, ctx, Options{Mirrors: reg.Mirrors()})
+	t.Logf("pulling through %s %s", c.RuntimeName, c.RuntimeVersion)
 	conn, err := c.Dial()
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
