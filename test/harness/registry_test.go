@@ -1,10 +1,7 @@
 package harness
 
 import (
-	"archive/tar"
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -36,10 +33,10 @@ func TestRegistryTag(t *testing.T) {
 }
 
 // TestRegistryServesImages pulls with go-containerregistry's client, as a runtime does through
-// a mirror (by repository path and tag on the registry's address): every image validates
-// (each blob against its digest and size), in the media types the runtimes pull and with the
-// config and files asked for; the same content under two names is one manifest (pause:3.9 is
-// pulled from two registries), and different files make different images.
+// a mirror (by repository path and tag on the registry's address): every image validates, in
+// the media types the runtimes pull and with the config asked for; the same content under two
+// names is one manifest (pause:3.9 is pulled from two registries), and different files make
+// different images.
 func TestRegistryServesImages(t *testing.T) {
 	if _, err := os.Stat(busyboxPath); err != nil {
 		t.Skip("no static busybox:", err)
@@ -65,34 +62,16 @@ func TestRegistryServesImages(t *testing.T) {
 		}
 		return r
 	}
-	blob := func(l v1.Layer) io.Reader {
-		t.Helper()
-		rc, err := l.Compressed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rc.Close() })
-		return rc
-	}
 	pull := func(path string) v1.Image {
 		t.Helper()
 		img, err := remote.Image(ref(path))
 		if err != nil {
 			t.Fatalf("pull %s: %v", path, err)
 		}
-		// Fast: validate gunzips layers; these are uncompressed, and reading one's blob
-		// checks its digest and size.
+		// Fast, not reading layers: validate would gunzip them, and these are uncompressed
+		// (TestPullThroughMirrors's runtime reads them).
 		if err := validate.Image(img, validate.Fast); err != nil {
 			t.Errorf("image %s: %v", path, err)
-		}
-		layers, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range layers {
-			if _, err := io.Copy(io.Discard, blob(l)); err != nil {
-				t.Errorf("image %s: %v", path, err)
-			}
 		}
 		return img
 	}
@@ -131,25 +110,6 @@ func TestRegistryServesImages(t *testing.T) {
 	if c := cfg.Config; c.User != "1000" || strings.Join(c.Env, " ") != imagePath+" A=1" || c.WorkingDir != "/" || cfg.OS != "linux" || !cfg.Created.Equal(imageEpoch) {
 		t.Errorf("config = %+v", cfg)
 	}
-	layers, err := other.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for tr := tar.NewReader(blob(layers[1])); ; {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, fmt.Sprintf("%s %o", h.Name, h.Mode))
-	}
-	if want := "b/ 755,b/c 4755"; strings.Join(got, ",") != want {
-		t.Errorf("files layer = %q, want %q", got, want)
-	}
-
 	if _, err := remote.Head(ref("/pause:3.8")); err == nil {
 		t.Error("an unknown tag resolves")
 	}
