@@ -34,12 +34,13 @@ var errRegressions = errors.New("specs pass directly but fail through crishim")
 func main() {
 	crishimBin := flag.String("crishim", "bin/crishim", "crishim binary to put in front of the runtime")
 	runtimeName := flag.String("runtime", os.Getenv("RUNTIME"), "runtime behind crishim: containerd (the default), crio or containerd-1.6 (default $RUNTIME)")
+	focus := flag.String("focus", "", "run only the critest specs matching this regular expression (ginkgo's -focus), e.g. 'Image Manager'; default all")
 	out := flag.String("out", "", "directory for reports and logs (default "+filepath.Join(harness.BaseDir, "conformance", "<runtime>")+")")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, log, *crishimBin, *runtimeName, *out)
+	err := run(ctx, log, *crishimBin, *runtimeName, *focus, *out)
 	stop()
 	switch {
 	case errors.Is(err, errRegressions):
@@ -51,7 +52,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out string) error {
+func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, focus, out string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: the harness starts a private runtime")
 	}
@@ -119,7 +120,7 @@ func run(ctx context.Context, log *slog.Logger, crishimBin, runtimeName, out str
 	} {
 		log.Info("running critest", "target", target.name, "endpoint", target.endpoint, "log", filepath.Join(out, "critest-"+target.name+".log"))
 		start := time.Now()
-		res, err := runCritest(ctx, critest, target.endpoint, out, target.name)
+		res, err := runCritest(ctx, critest, target.endpoint, focus, out, target.name)
 		if err != nil {
 			return err
 		}

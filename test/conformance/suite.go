@@ -23,10 +23,11 @@ var skippedSpecs = []string{
 }
 
 // runCritest runs critest against one CRI endpoint (runtime and image service alike) and
-// reads its report. name names the files in dir: critest-<name>.json (ginkgo's report) and
-// critest-<name>.log (critest's output). Failed specs make critest exit non-zero; that is the report's
-// business, so only a missing report is an error.
-func runCritest(ctx context.Context, critest, endpoint, dir, name string) (suiteResult, error) {
+// reads its report; focus, when set, is ginkgo's -focus. name names the files in dir:
+// critest-<name>.json (ginkgo's report) and critest-<name>.log (critest's output). Failed specs
+// make critest exit non-zero; that is the report's business, so only a missing report is an
+// error.
+func runCritest(ctx context.Context, critest, endpoint, focus, dir, name string) (suiteResult, error) {
 	report := filepath.Join(dir, "critest-"+name+".json")
 	logPath := filepath.Join(dir, "critest-"+name+".log")
 	_ = os.Remove(report)
@@ -46,6 +47,9 @@ func runCritest(ctx context.Context, critest, endpoint, dir, name string) (suite
 		// The whole suite takes minutes; ginkgo's default of one hour would cut a slow,
 		// loaded machine's run short, and a hang is still cut by this one.
 		"-ginkgo.timeout=3h",
+	}
+	if focus != "" {
+		args = append(args, "-ginkgo.focus="+focus)
 	}
 	if len(skippedSpecs) > 0 {
 		args = append(args, "-ginkgo.skip="+strings.Join(skippedSpecs, "|"))

@@ -2,39 +2,41 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-func TestSplitRef(t *testing.T) {
+func TestRegistryTag(t *testing.T) {
 	for _, tc := range []struct {
-		ref, repo, tag string
-		wantErr        bool
+		ref, host, repo, tag string
+		wantErr              bool
 	}{
-		{ref: "registry.k8s.io/e2e-test-images/busybox:1.29-2", repo: "e2e-test-images/busybox", tag: "1.29-2"},
-		{ref: "gcr.io/k8s-staging-cri-tools/test-image-latest", repo: "k8s-staging-cri-tools/test-image-latest", tag: "latest"},
-		{ref: "localhost:5000/a/b", repo: "a/b", tag: "latest"},
+		{ref: "registry.k8s.io/e2e-test-images/busybox:1.29-2", host: "registry.k8s.io", repo: "e2e-test-images/busybox", tag: "1.29-2"},
+		{ref: "gcr.io/k8s-staging-cri-tools/test-image-latest", host: "gcr.io", repo: "k8s-staging-cri-tools/test-image-latest", tag: "latest"},
+		{ref: "localhost:5000/a/b", host: "localhost:5000", repo: "a/b", tag: "latest"},
 		{ref: "busybox:1.29", wantErr: true},
 		{ref: "gcr.io/x/y@sha256:9700f9a2f5bf2c45f2f605a0bd3bce7cf37420ec9d3ed50ac2758413308766bf", wantErr: true},
 	} {
-		repo, tag, err := splitRef(tc.ref)
-		if (err != nil) != tc.wantErr || repo != tc.repo || tag != tc.tag {
-			t.Errorf("splitRef(%q) = %q, %q, %v; want %q, %q, error %v", tc.ref, repo, tag, err, tc.repo, tc.tag, tc.wantErr)
+		ref, host, err := registryTag(tc.ref)
+		if (err != nil) != tc.wantErr || host != tc.host || err == nil && (ref.RepositoryStr() != tc.repo || ref.TagStr() != tc.tag) {
+			t.Errorf("registryTag(%q) = %v, %q, %v; want %q, %q, %q, error %v", tc.ref, ref, host, err, tc.host, tc.repo, tc.tag, tc.wantErr)
 		}
 	}
 }
 
-// TestRegistryServesImages pulls as a runtime does: the manifest by tag (HEAD for its digest,
-// then GET by digest), then every blob it names, each checked against its digest; the same
-// path under two registry hosts is one image, and different files make different images.
+// TestRegistryServesImages pulls with go-containerregistry's client, as a runtime does through
+// a mirror (by repository path and tag on the registry's address): every image validates, in
+// the media types the runtimes pull and with the config asked for; the same content under two
+// names is one manifest (pause:3.9 is pulled from two registries), and different files make
+// different images.
 func TestRegistryServesImages(t *testing.T) {
 	if _, err := os.Stat(busyboxPath); err != nil {
 		t.Skip("no static busybox:", err)
@@ -42,67 +44,74 @@ func TestRegistryServesImages(t *testing.T) {
 	reg, err := ServeRegistry(context.Background(), []RegistryImage{
 		{Ref: "registry.k8s.io/pause:3.9", Files: []ImageFile{{Path: "/a"}}},
 		{Ref: "k8s.gcr.io/pause:3.9", Files: []ImageFile{{Path: "/a"}}},
-		{Ref: "gcr.io/x/other", Files: []ImageFile{{Path: "/b/c", Mode: 0o4755, Data: "x"}}, User: "1000"},
+		{Ref: "gcr.io/x/same:1", Files: []ImageFile{{Path: "/a"}}},
+		{Ref: "gcr.io/x/other", Files: []ImageFile{{Path: "/b/c", Mode: 0o4755, Data: "x"}}, User: "1000", Env: []string{"A=1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	if got := reg.Mirrors(); len(got) != 3 || got["gcr.io"] != "http://"+reg.Addr {
+	if got := reg.Mirrors(); len(got) != 3 || got["gcr.io"] != "http://"+reg.Addr || got["k8s.gcr.io"] != "http://"+reg.Addr {
 		t.Errorf("Mirrors() = %v", got)
 	}
-	get := func(method, path string) (*http.Response, []byte) {
+	ref := func(path string) name.Reference {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+reg.Addr+path, nil)
-		resp, err := http.DefaultClient.Do(req)
+		r, err := name.ParseReference(reg.Addr+path, name.Insecure)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
+		return r
 	}
-	digestOf := func(b []byte) string {
-		sum := sha256.Sum256(b)
-		return "sha256:" + hex.EncodeToString(sum[:])
-	}
-	manifestDigest := func(path string) string {
+	pull := func(path string) v1.Image {
 		t.Helper()
-		resp, _ := get(http.MethodHead, path+"?ns=registry.k8s.io")
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("HEAD %s: %s", path, resp.Status)
+		img, err := remote.Image(ref(path))
+		if err != nil {
+			t.Fatalf("pull %s: %v", path, err)
 		}
-		return resp.Header.Get("Docker-Content-Digest")
+		// Fast, not reading layers: validate would gunzip them, and these are uncompressed
+		// (TestPullThroughMirrors's runtime reads them).
+		if err := validate.Image(img, validate.Fast); err != nil {
+			t.Errorf("image %s: %v", path, err)
+		}
+		return img
 	}
-	pause := manifestDigest("/v2/pause/manifests/3.9")
-	other := manifestDigest("/v2/x/other/manifests/latest")
-	if pause == other {
-		t.Errorf("two images with different files share manifest %s", pause)
+	digest := func(img v1.Image) v1.Hash {
+		t.Helper()
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
-	resp, man := get(http.MethodGet, "/v2/pause/manifests/"+pause)
-	if resp.StatusCode != http.StatusOK || digestOf(man) != pause || resp.Header.Get("Content-Type") != mediaTypeManifest {
-		t.Fatalf("GET manifest by digest: %s, digest %s, type %q", resp.Status, digestOf(man), resp.Header.Get("Content-Type"))
+	pause, other := pull("/pause:3.9"), pull("/x/other:latest")
+	if same := pull("/x/same:1"); digest(same) != digest(pause) {
+		t.Errorf("same content, different manifests: %s and %s", digest(same), digest(pause))
 	}
-	var m struct {
-		Config descriptor
-		Layers []descriptor
+	if digest(pause) == digest(other) {
+		t.Errorf("two images with different files share manifest %s", digest(pause))
 	}
-	if err := json.Unmarshal(man, &m); err != nil {
+
+	man, err := other.Manifest()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Layers) != 2 {
-		t.Errorf("layers = %d, want busybox and the files", len(m.Layers))
+	if man.MediaType != types.OCIManifestSchema1 || man.Config.MediaType != types.OCIConfigJSON || len(man.Layers) != 2 {
+		t.Fatalf("manifest %s, config %s, %d layers; want OCI's, busybox and the files", man.MediaType, man.Config.MediaType, len(man.Layers))
 	}
-	for _, d := range append(m.Layers, m.Config) {
-		resp, b := get(http.MethodGet, "/v2/pause/blobs/"+d.Digest)
-		if resp.StatusCode != http.StatusOK || digestOf(b) != d.Digest || int64(len(b)) != d.Size {
-			t.Errorf("blob %s: %s, %d bytes, digest %s", d.Digest, resp.Status, len(b), digestOf(b))
+	for _, l := range man.Layers {
+		if l.MediaType != types.OCIUncompressedLayer {
+			t.Errorf("layer %s: %s, want %s", l.Digest, l.MediaType, types.OCIUncompressedLayer)
 		}
 	}
-	for _, path := range []string{"/v2/pause/manifests/3.8", "/v2/pause/blobs/sha256:00", "/v2/nothing"} {
-		if resp, _ := get(http.MethodGet, path); resp.StatusCode != http.StatusNotFound {
-			t.Errorf("GET %s: %s, want 404", path, resp.Status)
-		}
+	cfg, err := other.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Config; c.User != "1000" || strings.Join(c.Env, " ") != imagePath+" A=1" || c.WorkingDir != "/" || cfg.OS != "linux" || !cfg.Created.Equal(imageEpoch) {
+		t.Errorf("config = %+v", cfg)
+	}
+	if _, err := remote.Head(ref("/pause:3.8")); err == nil {
+		t.Error("an unknown tag resolves")
 	}
 }
 
@@ -119,6 +128,7 @@ func TestPullThroughMirrors(t *testing.T) {
 	}
 	defer reg.Close()
 	c := startHarness(t, ctx, Options{Mirrors: reg.Mirrors()})
+	t.Logf("pulling through %s %s", c.RuntimeName, c.RuntimeVersion)
 	conn, err := c.Dial()
 	if err != nil {
 		t.Fatalf("Dial: %v", err)

@@ -3,12 +3,16 @@ package harness
 import (
 	"archive/tar"
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"runtime"
 	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // RegistryImage is an image a Registry serves: the host's busybox as its first layer (as in
@@ -33,52 +37,36 @@ type ImageFile struct {
 	Data string
 }
 
-// manifestBlobs builds the image's layers, config and manifest. base is the busybox layer,
-// shared by every image.
-func (img RegistryImage) manifestBlobs(base blob) (manifest blob, others []blob, err error) {
-	layers := []blob{base}
+// build is the image: base (the busybox layer every image shares) and Files as a second
+// layer, both uncompressed (OCI media types, as the harness's imported images), and a config
+// stamped with imageEpoch, so that an image's digest depends only on its content.
+func (img RegistryImage) build(base v1.Layer) (v1.Image, error) {
+	layers := []v1.Layer{base}
 	if len(img.Files) > 0 {
 		data, err := filesLayer(img.Files)
 		if err != nil {
-			return blob{}, nil, fmt.Errorf("image %s: %w", img.Ref, err)
+			return nil, fmt.Errorf("image %s: %w", img.Ref, err)
 		}
-		layers = append(layers, newBlob(data))
+		layers = append(layers, static.NewLayer(data, types.OCIUncompressedLayer))
 	}
-	diffIDs := make([]string, len(layers))
-	descs := make([]descriptor, len(layers))
-	for i, l := range layers {
-		// Uncompressed layers: the diff ID is the blob's digest.
-		diffIDs[i] = l.digest
-		descs[i] = l.descriptor(mediaTypeLayer)
-	}
-	cfg, err := json.Marshal(map[string]any{
-		"created":      imageEpoch,
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config": map[string]any{
-			"Env":        append([]string{imagePath}, img.Env...),
-			"Entrypoint": img.Entrypoint,
-			"Cmd":        img.Cmd,
-			"User":       img.User,
-			"Labels":     img.Labels,
-			"WorkingDir": "/",
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
-	})
+	image, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layers...)
 	if err != nil {
-		return blob{}, nil, fmt.Errorf("encode config of %s: %w", img.Ref, err)
+		return nil, fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	config := newBlob(cfg)
-	man, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     mediaTypeManifest,
-		"config":        config.descriptor(mediaTypeConfig),
-		"layers":        descs,
-	})
+	cfg, err := image.ConfigFile()
 	if err != nil {
-		return blob{}, nil, fmt.Errorf("encode manifest of %s: %w", img.Ref, err)
+		return nil, fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	return newBlob(man), append(layers, config), nil
+	cfg.Created = v1.Time{Time: imageEpoch}
+	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
+	cfg.History = nil // AppendLayers' empty entries, one per layer
+	cfg.Config = v1.Config{Env: append([]string{imagePath}, img.Env...), Entrypoint: img.Entrypoint,
+		Cmd: img.Cmd, User: img.User, Labels: img.Labels, WorkingDir: "/"}
+	image, err = mutate.ConfigFile(image, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Ref, err)
+	}
+	return mutate.ConfigMediaType(image, types.OCIConfigJSON), nil
 }
 
 // filesLayer is a layer tar holding files and the directories above them.
@@ -114,53 +102,4 @@ func filesLayer(files []ImageFile) ([]byte, error) {
 		return nil, fmt.Errorf("write layer: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// splitRef cuts "host/repo/path:tag" into the repository path and the tag ("latest" when
-// there is none). References by digest are not served: a digest names bytes this registry
-// cannot reproduce.
-func splitRef(ref string) (repo, tag string, err error) {
-	host, rest, ok := strings.Cut(ref, "/")
-	if !ok || !strings.ContainsAny(host, ".:") {
-		return "", "", fmt.Errorf("image reference %q does not name a registry host", ref)
-	}
-	if strings.Contains(rest, "@") {
-		return "", "", fmt.Errorf("image reference %q is by digest", ref)
-	}
-	repo, tag = rest, "latest"
-	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
-		repo, tag = rest[:i], rest[i+1:]
-	}
-	return repo, tag, nil
-}
-
-// buildRegistryContent builds every image once, on one busybox layer.
-func buildRegistryContent(ctx context.Context, images []RegistryImage) (manifests map[string]blob, blobs map[string]blob, hosts []string, err error) {
-	layer, err := busyboxLayer(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	base := newBlob(layer)
-	manifests, blobs = map[string]blob{}, map[string]blob{}
-	seenHost := map[string]bool{}
-	for _, img := range images {
-		repo, tag, err := splitRef(img.Ref)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		man, others, err := img.manifestBlobs(base)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		manifests[repo+":"+tag] = man
-		blobs[man.digest] = man
-		for _, b := range others {
-			blobs[b.digest] = b
-		}
-		if host, _, _ := strings.Cut(img.Ref, "/"); !seenHost[host] {
-			seenHost[host] = true
-			hosts = append(hosts, host)
-		}
-	}
-	return manifests, blobs, hosts, nil
 }
