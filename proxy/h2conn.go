@@ -27,13 +27,22 @@ const (
 	h2DefaultWindow   = 65535
 	h2DefaultMaxFrame = 16384
 	h2MaxStreamID     = math.MaxInt32
-	// ioBufSize is each connection's read and write buffer: about what a
-	// unix socket holds (net.core.wmem_default), so that a list of a few
-	// hundred containers crosses crishim in one read and one write rather
-	// than one per 64 KiB (ListContainers of 300 on containerd: 1.14 of
-	// direct with 64 KiB, 1.11 with 256 KiB). It costs about 1 MiB per
-	// client connection (its own buffers and its runtime connection's).
+	// ioBufSize is the buffer of the way answers go, read from the
+	// runtime and written to the client: about what a unix socket holds
+	// (net.core.wmem_default), so that a list of a few hundred containers
+	// crosses crishim in one read and one write rather than one per
+	// 64 KiB (ListContainers of 300 on containerd: 1.14 of direct with
+	// 64 KiB, 1.11 with 256 KiB).
 	ioBufSize = 256 << 10
+	// requestBufSize is the buffer of the way requests go, read from the
+	// client and written to the runtime. CRI requests are small (a
+	// CreateContainer of a big pod spec is a few KiB); two full frames
+	// fit. ioBufSize both ways cost 1 MiB per client connection that made
+	// a call, half of crishim's live heap at 110 pods with the kubelet's
+	// two connections (docs/performance.md), and the GC lets the heap
+	// grow to twice its live size: the big buffers go only where the big
+	// messages go, 576 KiB a connection.
+	requestBufSize = 32 << 10
 	// idleBufSize is a connection's buffer size each way until it makes
 	// its first call.
 	idleBufSize = 4 << 10
@@ -56,9 +65,13 @@ type h2conn struct {
 	fr  *http2.Framer
 	tap *continuationTap // polices a client's header blocks (nil upstream)
 	hr  *headerReader
-	// grow: the connection made a call; its buffers become ioBufSize at
-	// the next moment they hold nothing (see growBuffers).
+	// grow: the connection made a call; its buffers become full size
+	// (requestBufSize read, ioBufSize written) at the next moment they
+	// hold nothing (see growBuffers).
 	grow bool
+	// readSize is the size br takes when attach gives an upstream
+	// connection its socket.
+	readSize int
 
 	// Under wmu.
 	wmu  sync.Mutex
@@ -134,11 +147,12 @@ func (c *h2conn) initFramer() {
 }
 
 // newDialingH2conn is an upstream connection whose dial is under way:
-// writes wait in memory until attach. bufSize is its buffers' size each
-// way.
-func newDialingH2conn(bufSize int) *h2conn {
+// writes wait in memory until attach. readSize and writeSize are its
+// buffers' sizes.
+func newDialingH2conn(readSize, writeSize int) *h2conn {
 	c := &h2conn{
 		pending:        &bytes.Buffer{},
+		readSize:       readSize,
 		send:           outWindow{h2DefaultWindow},
 		recv:           inWindow{avail: h2DefaultWindow},
 		peerInitWin:    h2DefaultWindow,
@@ -146,7 +160,7 @@ func newDialingH2conn(bufSize int) *h2conn {
 		peerMaxStreams: math.MaxUint32,
 	}
 	c.w = c.pending
-	c.bw = bufio.NewWriterSize(c.w, bufSize)
+	c.bw = bufio.NewWriterSize(c.w, writeSize)
 	c.initFramer()
 	return c
 }
@@ -179,7 +193,7 @@ func (c *h2conn) setConn(nc net.Conn) bool {
 func (c *h2conn) attach() {
 	r, w := newRawIO(c.nc)
 	c.r = r
-	c.br = bufio.NewReaderSize(r, c.bw.Size())
+	c.br = bufio.NewReaderSize(r, c.readSize)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
@@ -212,16 +226,16 @@ func (r connReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// growBuffers gives a connection that made a call its full-size buffers,
-// at a moment when the small ones hold nothing: a connection that never
-// calls (or a hostile one) costs a few KiB, not half a MiB. Only the
-// connection's reader calls it.
+// growBuffers gives a client connection that made a call its full-size
+// buffers, at a moment when the small ones hold nothing: a connection that
+// never calls (or a hostile one) costs a few KiB, not a quarter of a MiB.
+// Only the connection's reader calls it.
 func (c *h2conn) growBuffers() {
 	if !c.grow || c.br.Buffered() > 0 {
 		return
 	}
-	if c.br.Size() < ioBufSize {
-		c.br = bufio.NewReaderSize(c.r, ioBufSize)
+	if c.br.Size() < requestBufSize {
+		c.br = bufio.NewReaderSize(c.r, requestBufSize)
 	}
 	c.wmu.Lock()
 	if c.bw.Buffered() == 0 {

@@ -18,11 +18,13 @@ func (s *session) upstream(rt route) *upstream {
 	if up := s.ups[rt]; up != nil {
 		return up
 	}
-	size := ioBufSize
+	// Answers come in through the read buffer, requests go out through
+	// the write buffer.
+	rsize, wsize := ioBufSize, requestBufSize
 	if rt == routeLocal {
-		size = localIOBufSize
+		rsize, wsize = localIOBufSize, localIOBufSize
 	}
-	up := &upstream{c: newDialingH2conn(size), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
+	up := &upstream{c: newDialingH2conn(rsize, wsize), route: rt, streams: map[uint32]*stream{}, nextID: 1, dialing: true}
 	up.c.writeRaw([]byte(http2.ClientPreface))
 	up.c.writeOurSettings(false)
 	s.ups[rt] = up

@@ -124,7 +124,7 @@ func TestHeaderReaderKeepsLittleAfterABigBlock(t *testing.T) {
 		t.Errorf("after a block of %d fields, the reader keeps room for %d, want at most %d", len(fields), c, maxKeptFields)
 	}
 
-	c := newDialingH2conn(ioBufSize)
+	c := newDialingH2conn(ioBufSize, requestBufSize)
 	big := []hpack.HeaderField{{Name: "x-big", Value: strings.Repeat("v", 12<<10)}}
 	for _, fs := range [][]hpack.HeaderField{big, big, fields, fields, fields[:1]} {
 		c.writeHeaders(1, fs, true)

@@ -540,7 +540,7 @@ func (s *session) onClientHeaders(mh *http2.MetaHeadersFrame) error {
 	st.toClient.init(st, up.c, c, st.uid, id)
 	st.toClient.rewrite, st.notFoundOK, st.observe = pi.rewrite, pi.notFoundOK, observe
 	s.open(st)
-	c.grow = c.br.Size() < ioBufSize
+	c.grow = c.bw.Size() < ioBufSize
 	if st.observe != nil {
 		s.started = append(s.started, st.observe)
 	}

@@ -375,15 +375,16 @@ func TestHostilePeersCostABoundedAmount(t *testing.T) {
 }
 
 // What a client connection that made one call and then idles may make
-// crishim hold, as docs/SECURITY.md states it (measured: 1,056 and 748
-// KiB): its own buffers (256 KiB each way) and those of its connection to
-// the runtime (as much), or, for an intercepted call, of its in-memory
-// connection to crishim's gRPC server (32 KiB each way in the relay, the
-// 64 KiB pipe each way, and the gRPC server's side). Before the in-memory
-// pipe was sized by the HTTP/2 window, one intercepted call pinned 2 MiB
-// more: 3,117 KiB a connection.
+// crishim hold, as docs/SECURITY.md states it (measured: 605 and 524
+// KiB): its own buffers (32 KiB read, 256 KiB written: answers) and those
+// of its connection to the runtime (256 KiB read, 32 KiB written), or, for
+// an intercepted call, of its in-memory connection to crishim's gRPC
+// server (32 KiB each way in the relay, the 64 KiB pipe each way, and the
+// gRPC server's side). With 256 KiB both ways a relayed call pinned 1,056
+// KiB; before the in-memory pipe was sized by the HTTP/2 window, one
+// intercepted call pinned 3,117 KiB.
 const (
-	relayedConnBudget     = 1280 << 10
+	relayedConnBudget     = 768 << 10
 	interceptedConnBudget = 1 << 20
 )
 
