@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,8 +17,11 @@ import (
 
 // TestLockOneNodeAtATime: while one node's installer holds the Lease, another's waits (its
 // attempts to take it are seen, its work does not start); once the first is done, the
-// second runs.
-func TestLockOneNodeAtATime(t *testing.T) {
+// second runs. In a synctest bubble: the Lease's RetryPeriod (2 s) passes on the bubble's
+// clock, not the wall's.
+func TestLockOneNodeAtATime(t *testing.T) { synctest.Test(t, testLockOneNodeAtATime) }
+
+func testLockOneNodeAtATime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs := fake.NewClientset()
