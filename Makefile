@@ -83,9 +83,11 @@ test-sysnode: kube-bins runtime-bins
 	CRISHIM_SYSTEMD_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysnode/
 	CRISHIM_INSTALLER_NODE=$(or $(SYSTEMD_NODE),1) $(GO) test -count=1 -timeout 30m ./test/sysinstall/
 
-# Unit tests only (no containerd, no root).
+# Unit tests only (no containerd, no root). Go's test cache reruns the packages whose code
+# (or whose dependencies') changed since they last passed: the edit loop. GOFLAGS=-count=1
+# reruns every package (docs/testing.md has both times).
 unit:
-	$(GO) test -count=1 -short ./...
+	$(GO) test -short ./...
 
 # Each fuzz target for FUZZTIME; new crashers land in the package's
 # testdata/fuzz, where plain `go test` runs them from then on.
