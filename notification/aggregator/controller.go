@@ -177,7 +177,7 @@ func New(o Options) *Controller {
 		UpdateFunc: func(_, obj any) {
 			parent(obj)
 			// A finished share makes room in a full inbox for one that waits.
-			if u, ok := obj.(*unstructured.Unstructured); ok && sharePhase(u) != "" && sharePhase(u) != v1alpha2.PhaseRunning && c.inboxFull(shareNode(obj)) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && !shareOpen(u) && c.inboxFull(shareNode(obj)) {
 				c.inboxQueue.Add(shareNode(obj))
 			}
 		},
@@ -643,32 +643,23 @@ func conditionMessage(st v1alpha2.NotificationStatus, typ string) string {
 func ptr[T any](v T) *T { return &v }
 
 func decodeNotification(obj any) (*v1alpha2.Notification, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, errors.New("informer returned a non-unstructured object")
-	}
 	var n v1alpha2.Notification
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &n); err != nil {
-		return nil, fmt.Errorf("decode notification %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	return &n, nil
+	return &n, decode(obj, &n)
 }
 
 func decodeShare(obj any) (*v1alpha2.NodeNotification, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, errors.New("informer returned a non-unstructured object")
-	}
 	var n v1alpha2.NodeNotification
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &n); err != nil {
-		return nil, fmt.Errorf("decode nodenotification %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	return &n, nil
+	return &n, decode(obj, &n)
 }
 
-func fromUnstructured(u *unstructured.Unstructured, out any) error {
+// decode turns a cached or returned object into its type (out).
+func decode(obj any, out any) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return errors.New("informer returned a non-unstructured object")
+	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return fmt.Errorf("decode %s %s: %w", u.GetKind(), u.GetName(), err)
+		return fmt.Errorf("decode %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
 }

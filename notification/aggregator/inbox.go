@@ -30,9 +30,10 @@ func shareNode(obj any) string {
 	return node
 }
 
-func sharePhase(u *unstructured.Unstructured) string {
+// shareOpen: not yet Finished or Expired (not started, or Running).
+func shareOpen(u *unstructured.Unstructured) bool {
 	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	return phase
+	return phase == "" || phase == v1alpha2.PhaseRunning
 }
 
 // nextInbox handles one node's inbox from the queue.
@@ -68,7 +69,7 @@ func (c *Controller) wantedShares(node string) ([]v1alpha2.ShareRef, error) {
 		if !ok {
 			continue
 		}
-		if p := sharePhase(u); p != "" && p != v1alpha2.PhaseRunning {
+		if !shareOpen(u) {
 			continue
 		}
 		todo = append(todo, open{v1alpha2.ShareRef{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID())}, u.GetCreationTimestamp()})
@@ -119,12 +120,8 @@ func (c *Controller) reconcileInbox(ctx context.Context, node string) error {
 		}
 		return nil
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("inbox %s: not unstructured", node)
-	}
 	var in v1alpha2.NotificationInbox
-	if err := fromUnstructured(u, &in); err != nil {
+	if err := decode(obj, &in); err != nil {
 		return err
 	}
 	if listsAll(in.Spec.Shares, want) {

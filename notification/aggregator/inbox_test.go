@@ -20,7 +20,7 @@ func (f *fixture) inbox(node string) *v1alpha2.NotificationInbox {
 		f.t.Fatal(err)
 	}
 	var in v1alpha2.NotificationInbox
-	if err := fromUnstructured(u, &in); err != nil {
+	if err := decode(u, &in); err != nil {
 		f.t.Fatal(err)
 	}
 	return &in
