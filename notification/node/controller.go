@@ -216,9 +216,11 @@ func (c *Controller) next(ctx context.Context) bool {
 // Finished write), record a predecessor's interrupted runs, or retry a Finished write. It
 // reads the share from the apiserver, unless this process already finished it or runs it.
 func (c *Controller) reconcile(ctx context.Context, ref v1alpha2.ShareRef) error {
+	// The queue hands one ref to one worker at a time, so this view of the record holds
+	// until start or finish changes it.
 	w := c.workOf(types.UID(ref.UID))
 	c.mu.Lock()
-	done := w.finished || w.running
+	done, results, rv := w.finished || w.running, w.results, w.rv
 	c.mu.Unlock()
 	if done {
 		return nil
@@ -248,16 +250,8 @@ func (c *Controller) reconcile(ctx context.Context, ref v1alpha2.ShareRef) error
 			return c.finish(ctx, nn, interrupted(nn), nn.ResourceVersion)
 		}
 	}
-	c.mu.Lock()
-	running, results, rv, finished := w.running, w.results, w.rv, w.finished
-	c.mu.Unlock()
-	switch {
-	case finished:
-		return nil
-	case results != nil:
+	if results != nil {
 		return c.finish(ctx, nn, results, rv) // an earlier Finished write failed
-	case running:
-		return nil // the worker that started it writes the result
 	}
 	// Not started, or Running in this process's name: its Running write landed though the
 	// answer and the read back failed (a 504, then the apiserver away). Runs begin only
